@@ -31,17 +31,24 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run a quick round.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let sizes: &[usize] = if quick { &[1_000] } else { &[1_000, 10_000, 100_000] };
+    let sizes: &[usize] = if quick {
+        &[1_000]
+    } else {
+        &[1_000, 10_000, 100_000]
+    };
     let rounds = if quick { 1 } else { 9 };
-    println!("| resources | register total | register / resource | noop checkpoint total | checkpoint / resource |");
+    println!(
+        "| resources | register total | register / resource | noop checkpoint total | checkpoint / resource |"
+    );
     println!("|---:|---:|---:|---:|---:|");
     for &n in sizes {
         let mut reg = Vec::new();
         let mut cp = Vec::new();
         for _ in 0..rounds {
             let ctx = Arc::new(Context::new("bench"));
-            let resources: Vec<Arc<Counter>> =
-                (0..n).map(|_| Arc::new(Counter(AtomicU64::new(0)))).collect();
+            let resources: Vec<Arc<Counter>> = (0..n)
+                .map(|_| Arc::new(Counter(AtomicU64::new(0))))
+                .collect();
             let t = Instant::now();
             for r in &resources {
                 ctx.register(r);

@@ -62,7 +62,7 @@ impl fmt::Display for Outcome {
                 "image generation {generation} written to {}, process continued",
                 image_dir.display()
             ),
-            Outcome::NoImage => f.write_str("no image taken (noop engine)"),
+            Outcome::NoImage => f.write_str("no image taken"),
         }
     }
 }
