@@ -1,1 +1,50 @@
-//! placeholder
+//! crac-rs's real checkpoint engine: CRIU.
+//!
+//! Link it with one line in the application's `main.rs`:
+//!
+//! ```
+//! use crac_criu as _;
+//! ```
+//!
+//! `crac_api::Core::checkpoint_restore()` then takes an image of the process with CRIU
+//! (`criu swrk`, run by a helper that is not a descendant of the process, as CRIU cannot dump
+//! its own ancestor) and returns `Restored` in every copy restored from it with
+//! `crac restore DIR`.
+//!
+//! Configuration (environment; [`crac_api::CheckpointOptions`] overrides the first two):
+//!
+//! | variable | meaning |
+//! | --- | --- |
+//! | `CRAC_CHECKPOINT_TO` | image directory (created `0700`; one others can access is refused) |
+//! | `CRAC_CHECKPOINT_MODE` | `stop` (default: the process ends after the dump) or `leave-running` |
+//! | `CRAC_CRIU` | the criu executable (else `PATH`, else `scripts/install-criu`'s location) |
+//! | `CRAC_CRIU_LOG_LEVEL` | CRIU's log level for `dump.log` in the image directory (default 4) |
+//! | `CRAC_CHECKPOINT_SIGNAL` | `0` disables the `crac checkpoint PID` listener |
+//!
+//! Before CRIU runs, the engine scans the process's file descriptors and refuses, with one
+//! line per fd, anything CRIU cannot checkpoint: connected TCP sockets (with both addresses),
+//! unix stream sockets connected to other processes, held file locks. What fds 0–2 were is
+//! recorded in the image's `crac-image.txt` so `crac restore` can hand the restorer's own
+//! stdout/stderr to the restored process.
+//!
+//! A running process can be asked to checkpoint itself from outside with
+//! `crac checkpoint PID` (see [`control`]).
+#![warn(missing_docs)]
+
+pub mod control;
+pub mod criu;
+pub mod engine;
+pub mod error;
+pub mod fdcheck;
+pub mod image;
+pub mod restore;
+pub mod rpc;
+mod sys;
+
+pub use crate::engine::CriuEngine;
+
+static ENGINE: CriuEngine = CriuEngine;
+
+crac_api::register_engine!(&ENGINE, 100);
+
+crate::__before_main!(crate::control::init);

@@ -1,0 +1,205 @@
+//! Finding CRIU, checking its version and the privileges it needs.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use crate::error::{Error, ErrorKind};
+
+/// The environment variable naming the criu executable.
+pub const CRIU_ENV: &str = "CRAC_CRIU";
+
+/// Oldest CRIU that works on the kernels this project targets.
+pub const MIN_VERSION: (u32, u32) = (4, 2);
+
+/// A located, version-checked criu.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Criu {
+    /// The executable (possibly the wrapper script from `scripts/install-criu`).
+    pub path: PathBuf,
+    /// `(major, minor, sublevel)`
+    pub version: (u32, u32, u32),
+}
+
+/// Where `scripts/install-criu` puts its wrapper by default.
+pub fn default_install_path() -> Option<PathBuf> {
+    let root = match std::env::var_os("CRAC_CRIU_ROOT") {
+        Some(r) => PathBuf::from(r),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".cache/crac-rs/criu-root"),
+    };
+    Some(root.join("bin/criu"))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// Finds criu: `CRAC_CRIU`, else `PATH`, else the install script's default location.
+pub fn locate() -> Result<PathBuf, Error> {
+    if let Some(p) = std::env::var_os(CRIU_ENV).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        if is_executable(&p) {
+            return Ok(p);
+        }
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "criu not found at {} (from {CRIU_ENV}); run scripts/install-criu and set \
+                 {CRIU_ENV} to the path it prints",
+                p.display()
+            ),
+        ));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join("criu");
+            if is_executable(&p) {
+                return Ok(p);
+            }
+        }
+    }
+    if let Some(p) = default_install_path().filter(|p| is_executable(p)) {
+        return Ok(p);
+    }
+    Err(Error::new(
+        ErrorKind::Unavailable,
+        format!(
+            "criu not found ({CRIU_ENV} unset, none on PATH, none at {}); run \
+             scripts/install-criu and set {CRIU_ENV} to the path it prints",
+            default_install_path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "~/.cache/crac-rs/criu-root/bin/criu".into())
+        ),
+    ))
+}
+
+/// Parses `Version: 4.2.1` (the first line of `criu --version`).
+pub fn parse_version(out: &str) -> Option<(u32, u32, u32)> {
+    let line = out.lines().find_map(|l| l.trim().strip_prefix("Version:"))?;
+    let mut it = line.trim().split(|c: char| !c.is_ascii_digit());
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let sub = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    Some((major, minor, sub))
+}
+
+static CHECKED: Mutex<Option<HashMap<PathBuf, (u32, u32, u32)>>> = Mutex::new(None);
+
+/// Runs `criu --version` (once per path per process) and refuses versions below
+/// [`MIN_VERSION`].
+pub fn check_version(path: &Path) -> Result<(u32, u32, u32), Error> {
+    if let Some(v) = CHECKED
+        .lock()
+        .expect("criu version cache")
+        .as_ref()
+        .and_then(|m| m.get(path))
+    {
+        return Ok(*v);
+    }
+    let out = Command::new(path).arg("--version").output().map_err(|e| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "cannot run {} --version: {e}; run scripts/install-criu",
+                path.display()
+            ),
+        )
+    })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = parse_version(&text).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{} --version printed no version ({}{}); run scripts/install-criu",
+                path.display(),
+                text.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        )
+    })?;
+    if (v.0, v.1) < MIN_VERSION {
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "criu {}.{}.{} at {} is too old: need >= {}.{} (older ones cannot dump TCP/UDP \
+                 sockets on this kernel); run scripts/install-criu",
+                v.0,
+                v.1,
+                v.2,
+                path.display(),
+                MIN_VERSION.0,
+                MIN_VERSION.1
+            ),
+        ));
+    }
+    CHECKED
+        .lock()
+        .expect("criu version cache")
+        .get_or_insert_with(HashMap::new)
+        .insert(path.to_owned(), v);
+    Ok(v)
+}
+
+/// Finds criu and checks its version.
+pub fn find() -> Result<Criu, Error> {
+    let path = locate()?;
+    let version = check_version(&path)?;
+    Ok(Criu { path, version })
+}
+
+/// Bit of `CAP_SYS_PTRACE` in the capability sets.
+const CAP_SYS_PTRACE: u32 = 19;
+/// Bit of `CAP_SYS_ADMIN`.
+const CAP_SYS_ADMIN: u32 = 21;
+/// Bit of `CAP_CHECKPOINT_RESTORE` (Linux 5.9).
+const CAP_CHECKPOINT_RESTORE: u32 = 40;
+
+/// The effective capability set of this process.
+pub fn effective_caps() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Checks that this process may checkpoint: root, or `CAP_CHECKPOINT_RESTORE` (or
+/// `CAP_SYS_ADMIN`) together with `CAP_SYS_PTRACE`.
+pub fn check_privileges() -> Result<(), Error> {
+    let caps = effective_caps();
+    let has = |bit: u32| caps & (1u64 << bit) != 0;
+    if crate::sys::euid() == 0 && has(CAP_SYS_ADMIN) {
+        return Ok(());
+    }
+    if (has(CAP_CHECKPOINT_RESTORE) || has(CAP_SYS_ADMIN)) && has(CAP_SYS_PTRACE) {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::Unavailable,
+        format!(
+            "not root (euid {}, CapEff {caps:016x}): checkpoints need root, or \
+             CAP_CHECKPOINT_RESTORE and CAP_SYS_PTRACE; run as root or grant them (setcap \
+             cap_checkpoint_restore,cap_sys_ptrace+eip on the program)",
+            crate::sys::euid()
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version("Version: 4.2.1\nGitID: x\n"), Some((4, 2, 1)));
+        assert_eq!(parse_version("Version: 4.2\n"), Some((4, 2, 0)));
+        assert_eq!(parse_version("nothing"), None);
+    }
+}

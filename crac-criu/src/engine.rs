@@ -1,0 +1,372 @@
+//! The CRIU engine: self-checkpoint through `criu swrk` run by a helper that is not a
+//! descendant of the process.
+
+use std::fs;
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crac_api::{CheckpointMode, CheckpointOptions, Engine, EngineOutcome, RestoreData};
+
+use crate::error::{Error, ErrorKind};
+use crate::image::{self, Metadata, StdFd};
+use crate::{criu, fdcheck, rpc, sys};
+
+/// Where images go when the options name no directory.
+pub const CHECKPOINT_TO_ENV: &str = "CRAC_CHECKPOINT_TO";
+/// `stop` (default) or `leave-running`.
+pub const CHECKPOINT_MODE_ENV: &str = "CRAC_CHECKPOINT_MODE";
+/// CRIU's log level for the dump log (0–4, default 4).
+pub const LOG_LEVEL_ENV: &str = "CRAC_CRIU_LOG_LEVEL";
+
+/// First record of what the restorer sends through the configuration pipe.
+pub(crate) const RESTORE_PAYLOAD_MAGIC: &str = "crac-restore 1";
+
+/// The CRIU engine. Linked with `use crac_criu as _;`, it ranks above the noop engine.
+#[derive(Debug)]
+pub struct CriuEngine;
+
+/// The image directory and mode for one checkpoint, from the options or the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Where the image goes.
+    pub image_dir: PathBuf,
+    /// Stop or leave running.
+    pub mode: CheckpointMode,
+}
+
+impl Config {
+    /// Fills what `options` leaves open from `CRAC_CHECKPOINT_TO` / `CRAC_CHECKPOINT_MODE`.
+    pub fn resolve(options: &CheckpointOptions) -> Result<Self, Error> {
+        let image_dir = match &options.image_dir {
+            Some(d) => d.clone(),
+            None => match std::env::var_os(CHECKPOINT_TO_ENV).filter(|v| !v.is_empty()) {
+                Some(d) => PathBuf::from(d),
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::Config,
+                        format!(
+                            "no image directory: set {CHECKPOINT_TO_ENV}=/path/to/dir or pass \
+                             CheckpointOptions::image_dir"
+                        ),
+                    ));
+                }
+            },
+        };
+        let mode = match options.mode {
+            Some(m) => m,
+            None => parse_mode(std::env::var(CHECKPOINT_MODE_ENV).ok().as_deref())?,
+        };
+        Ok(Self { image_dir, mode })
+    }
+}
+
+/// Parses a `CRAC_CHECKPOINT_MODE` value.
+pub fn parse_mode(v: Option<&str>) -> Result<CheckpointMode, Error> {
+    match v.map(str::trim) {
+        None | Some("") | Some("stop") | Some("stop-after-dump") => {
+            Ok(CheckpointMode::StopAfterDump)
+        }
+        Some("leave-running") | Some("leave_running") => Ok(CheckpointMode::LeaveRunning),
+        Some(other) => Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "{CHECKPOINT_MODE_ENV}={other} is not a mode: use `stop` (the default) or \
+                 `leave-running`"
+            ),
+        )),
+    }
+}
+
+impl Engine for CriuEngine {
+    fn name(&self) -> &'static str {
+        "criu"
+    }
+
+    fn probe(&self) -> Result<(), Error> {
+        criu::find()?;
+        criu::check_privileges()
+    }
+
+    fn checkpoint(&self, options: &CheckpointOptions) -> Result<EngineOutcome, Error> {
+        let cfg = Config::resolve(options)?;
+        checkpoint(&cfg)
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The relevant lines of CRIU's log: every `Error (` line but the harmless RLIMIT one, and
+/// the lines just before the first real error.
+pub fn log_errors(log: &Path) -> String {
+    let Ok(text) = fs::read_to_string(log) else {
+        return format!("(no log at {})", log.display());
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let is_err = |l: &str| l.contains("Error (") && !l.contains("RLIMIT_NOFILE");
+    let Some(first) = lines.iter().position(|l| is_err(l)) else {
+        let tail: Vec<&str> = lines.iter().rev().take(5).rev().copied().collect();
+        return format!("no error line in {}; its end: {}", log.display(), tail.join(" | "));
+    };
+    let mut picked: Vec<&str> = lines[first.saturating_sub(2)..first].to_vec();
+    picked.extend(lines[first..].iter().filter(|l| is_err(l)).take(12));
+    picked
+        .iter()
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join("\n  ")
+}
+
+fn thread_ids() -> Vec<i32> {
+    let mut v: Vec<i32> = fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+fn pipe_key(fd: &impl AsRawFd) -> String {
+    fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Takes the image of this process as configured.
+pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
+    let started = Instant::now();
+    let criu = {
+        let _s = tracing::info_span!("find_criu").entered();
+        let c = criu::find()?;
+        criu::check_privileges()?;
+        c
+    };
+    let dir = {
+        let _s = tracing::info_span!("prepare_image_dir").entered();
+        image::prepare_dir(&cfg.image_dir)?
+    };
+    let scan = {
+        let _s = tracing::info_span!("fd_check").entered();
+        let scan = fdcheck::scan();
+        if !scan.refused.is_empty() {
+            let list: Vec<String> = scan.refused.iter().map(|r| r.to_string()).collect();
+            return Err(Error::new(
+                ErrorKind::Refused,
+                format!(
+                    "checkpoint refused: {} file descriptor(s) cannot be checkpointed:\n  {}",
+                    list.len(),
+                    list.join("\n  ")
+                ),
+            ));
+        }
+        scan
+    };
+
+    // The pipe a restorer feeds new configuration through: only the read end goes into the
+    // image. Restored by plain `criu restore` it has no writer and reads as empty.
+    let (env_r, env_w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
+    drop(env_w);
+    let stdio: Vec<StdFd> = (0..=2)
+        .map(|fd| {
+            let (target, flags) = fdcheck::describe_fd(fd);
+            StdFd { fd, target, flags }
+        })
+        .collect();
+    let generation = crac_api::Core::management().generation();
+    let leave_running = cfg.mode == CheckpointMode::LeaveRunning;
+    let external: Vec<String> = scan
+        .external_unix
+        .iter()
+        .map(|ino| format!("unix[{ino}]"))
+        .collect();
+    let meta = Metadata {
+        build_id: image::own_build_id().to_owned(),
+        exe: fs::read_link("/proc/self/exe").unwrap_or_default(),
+        pid: std::process::id() as i32,
+        tids: thread_ids(),
+        generation,
+        checkpoint_time: Some(SystemTime::now()),
+        leave_running,
+        stdio,
+        env_fd: Some((env_r.as_raw_fd(), pipe_key(&env_r))),
+        external: external.clone(),
+    };
+    meta.write(&dir)?;
+
+    let dir_fd: OwnedFd = fs::File::open(&dir)
+        .map_err(|e| io_err("open image directory", e))?
+        .into();
+    let log_level = std::env::var(LOG_LEVEL_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let opts = rpc::DumpOpts {
+        images_dir_fd: dir_fd.as_raw_fd(),
+        leave_running,
+        shell_job: true,
+        file_locks: false,
+        log_level,
+        log_file: image::DUMP_LOG.to_owned(),
+        external,
+        ..rpc::DumpOpts::default()
+    };
+    let (mine, theirs) = sys::seqpacket_pair().map_err(|e| io_err("socketpair", e))?;
+    {
+        let _s = tracing::info_span!("spawn_criu").entered();
+        let plan = sys::SpawnPlan::new(
+            &criu.path.to_string_lossy(),
+            &["swrk".to_owned(), theirs.as_raw_fd().to_string()],
+            theirs.as_raw_fd(),
+        )
+        .map_err(|e| io_err("prepare criu", e))?;
+        sys::spawn_detached(&plan).map_err(|e| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!("cannot start {} swrk: {e}", criu.path.display()),
+            )
+        })?;
+    }
+    drop(theirs);
+
+    let req = rpc::encode_request(rpc::ReqType::Dump, Some(&opts));
+    let dump_span = tracing::info_span!("criu_dump", dir = %dir.display(), leave_running);
+    let t = Instant::now();
+    let resp = {
+        let _s = dump_span.enter();
+        sys::send(&mine, &req).map_err(|e| io_err("send the dump request to criu", e))?;
+        let mut buf = vec![0u8; 64 * 1024];
+        // Blocks while CRIU freezes and dumps this process. With stop-after-dump a successful
+        // dump never returns here in the original: CRIU kills it. A restored copy wakes here
+        // with the reply the restoring CRIU left on this socket.
+        let n = sys::recv(&mine, &mut buf).map_err(|e| io_err("read criu's reply", e))?;
+        if n == 0 {
+            return Err(Error::new(
+                ErrorKind::Snapshot,
+                format!(
+                    "criu exited without answering the dump request; {}",
+                    log_errors(&dir.join(image::DUMP_LOG))
+                ),
+            ));
+        }
+        rpc::decode_response(&buf[..n])
+            .map_err(|e| Error::new(ErrorKind::Snapshot, e.to_string()))?
+    };
+    drop(mine);
+    drop(dir_fd);
+
+    if !resp.success {
+        return Err(Error::new(
+            ErrorKind::Snapshot,
+            format!(
+                "criu could not dump this process (errno {}); from {}:\n  {}",
+                resp.cr_errno.unwrap_or(0),
+                dir.join(image::DUMP_LOG).display(),
+                log_errors(&dir.join(image::DUMP_LOG))
+            ),
+        ));
+    }
+    if resp.restored {
+        let (new_env, restore_started) = read_restore_payload(env_r);
+        tracing::info!(
+            dir = %dir.display(),
+            vars = new_env.len(),
+            "restored from image"
+        );
+        return Ok(EngineOutcome::Restored(RestoreData {
+            image_dir: Some(dir),
+            new_env,
+            restore_started,
+        }));
+    }
+    tracing::info!(
+        dump_ms = ms(t.elapsed()),
+        total_ms = ms(started.elapsed()),
+        dir = %dir.display(),
+        "image written; process continues"
+    );
+    Ok(EngineOutcome::Continued { image_dir: dir })
+}
+
+fn io_err(what: &str, e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Other, format!("{what}: {e}")).with_source(e)
+}
+
+/// Reads what the restorer sent (`crac restore --env K=V`): NUL-separated records, the first
+/// the magic, then `started_ns=…` and `KEY=VALUE` entries.
+fn read_restore_payload(r: OwnedFd) -> (Vec<(String, String)>, Option<SystemTime>) {
+    let mut f = fs::File::from(r);
+    let mut data = Vec::new();
+    if f.read_to_end(&mut data).is_err() {
+        return (Vec::new(), None);
+    }
+    parse_restore_payload(&data)
+}
+
+/// Parses the configuration payload (see [`encode_restore_payload`]).
+pub fn parse_restore_payload(data: &[u8]) -> (Vec<(String, String)>, Option<SystemTime>) {
+    let text = String::from_utf8_lossy(data);
+    let mut recs = text.split('\0');
+    if recs.next() != Some(RESTORE_PAYLOAD_MAGIC) {
+        return (Vec::new(), None);
+    }
+    let mut env = Vec::new();
+    let mut started = None;
+    for r in recs {
+        if let Some(ns) = r.strip_prefix("started_ns=") {
+            started = ns
+                .parse::<u64>()
+                .ok()
+                .map(|ns| UNIX_EPOCH + Duration::from_nanos(ns));
+        } else if let Some(kv) = r.strip_prefix("env=")
+            && let Some((k, v)) = kv.split_once('=')
+        {
+            env.push((k.to_owned(), v.to_owned()));
+        }
+    }
+    (env, started)
+}
+
+/// Encodes the configuration payload a restorer writes into the restored process's pipe.
+pub fn encode_restore_payload(env: &[(String, String)], started: SystemTime) -> Vec<u8> {
+    let mut s = String::from(RESTORE_PAYLOAD_MAGIC);
+    let ns = started
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    s.push_str(&format!("\0started_ns={ns}"));
+    for (k, v) in env {
+        s.push_str(&format!("\0env={k}={v}"));
+    }
+    s.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_round_trip() {
+        let t = UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_789);
+        let env = vec![("A".to_owned(), "1".to_owned()), ("B".to_owned(), "x=y".to_owned())];
+        let (e, s) = parse_restore_payload(&encode_restore_payload(&env, t));
+        assert_eq!(e, env);
+        assert_eq!(s, Some(t));
+        assert_eq!(parse_restore_payload(b""), (Vec::new(), None));
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(parse_mode(None).unwrap(), CheckpointMode::StopAfterDump);
+        assert_eq!(
+            parse_mode(Some("leave-running")).unwrap(),
+            CheckpointMode::LeaveRunning
+        );
+        assert_eq!(parse_mode(Some("bogus")).unwrap_err().kind(), ErrorKind::Config);
+    }
+}

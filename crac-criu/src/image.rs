@@ -1,0 +1,426 @@
+//! The image directory: creating it safely, and the metadata file crac-criu keeps next to
+//! CRIU's own images (what fds 0–2 were, the build of the executable, generation, pids).
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, ErrorKind};
+
+/// Name of the metadata file inside the image directory.
+pub const METADATA_FILE: &str = "crac-image.txt";
+/// Name of CRIU's dump log inside the image directory.
+pub const DUMP_LOG: &str = "dump.log";
+/// The first line of every metadata file.
+const FORMAT: &str = "crac-criu-image 1";
+
+/// Creates `dir` (and missing parents) `0700`, or checks an existing one: it must be a
+/// directory, not readable or writable by group or others, and either empty or an earlier
+/// crac image (whose files are then replaced).
+pub fn prepare_dir(dir: &Path) -> Result<PathBuf, Error> {
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Config,
+                        format!(
+                            "cannot create image directory {}: {e}; choose a writable path \
+                             (CRAC_CHECKPOINT_TO)",
+                            dir.display()
+                        ),
+                    )
+                })?;
+            // DirBuilder applies the umask; make sure.
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).ok();
+        }
+        Err(e) => {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!("cannot use image directory {}: {e}", dir.display()),
+            ));
+        }
+        Ok(m) => {
+            if !m.is_dir() {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "image directory {} exists and is not a directory; choose another \
+                         path (CRAC_CHECKPOINT_TO)",
+                        dir.display()
+                    ),
+                ));
+            }
+            let mode = m.mode() & 0o777;
+            if mode & 0o066 != 0 {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "image directory {} has mode {mode:04o}: group or others can read or \
+                         write it, and an image holds all process memory (secrets included); \
+                         run `chmod 700 {}` or choose another directory",
+                        dir.display(),
+                        dir.display()
+                    ),
+                ));
+            }
+            if m.uid() != crate::sys::euid() {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "image directory {} belongs to uid {}, not to this process (uid {}); \
+                         choose a directory of your own",
+                        dir.display(),
+                        m.uid(),
+                        crate::sys::euid()
+                    ),
+                ));
+            }
+            let entries: Vec<_> = fs::read_dir(dir)
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Config,
+                        format!("cannot read image directory {}: {e}", dir.display()),
+                    )
+                })?
+                .filter_map(Result::ok)
+                .collect();
+            if !entries.is_empty() {
+                if !dir.join(METADATA_FILE).exists() {
+                    return Err(Error::new(
+                        ErrorKind::Config,
+                        format!(
+                            "image directory {} is not empty and holds no crac image; choose \
+                             an empty or new directory",
+                            dir.display()
+                        ),
+                    ));
+                }
+                // An earlier image: replace it.
+                for e in entries {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    if name.ends_with(".img") || name.ends_with(".log") || name == METADATA_FILE {
+                        fs::remove_file(e.path()).ok();
+                    }
+                }
+            }
+        }
+    }
+    fs::canonicalize(dir).map_err(|e| {
+        Error::new(
+            ErrorKind::Config,
+            format!("cannot resolve image directory {}: {e}", dir.display()),
+        )
+    })
+}
+
+/// What one of fds 0–2 was at checkpoint time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StdFd {
+    /// 0, 1 or 2.
+    pub fd: i32,
+    /// `readlink /proc/self/fd/N`: `pipe:[ino]`, `socket:[ino]`, `/dev/pts/3`, a path…
+    pub target: String,
+    /// The open flags from fdinfo (octal), e.g. `02001` for `O_WRONLY|O_APPEND`.
+    pub flags: u32,
+}
+
+impl StdFd {
+    /// Whether the fd was closed at checkpoint time.
+    pub fn is_closed(&self) -> bool {
+        self.target.is_empty()
+    }
+
+    /// A pipe or socket: CRIU cannot reconnect it, the restorer must hand one in.
+    pub fn is_stream(&self) -> bool {
+        self.target.starts_with("pipe:[") || self.target.starts_with("socket:[")
+    }
+
+    /// A terminal.
+    pub fn is_tty(&self) -> bool {
+        self.target.starts_with("/dev/pts/")
+            || self.target.starts_with("/dev/tty")
+            || self.target == "/dev/console"
+    }
+
+    /// A regular file (not under /dev).
+    pub fn is_file(&self) -> bool {
+        self.target.starts_with('/') && !self.target.starts_with("/dev/")
+    }
+}
+
+/// The metadata of an image, written by the engine before CRIU runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Metadata {
+    /// Build id of the executable (GNU build-id note, else a hash of the file).
+    pub build_id: String,
+    /// The executable's path at checkpoint time.
+    pub exe: PathBuf,
+    /// The checkpointed process's pid.
+    pub pid: i32,
+    /// Every thread id (the pids a restore needs free).
+    pub tids: Vec<i32>,
+    /// The image's generation (1 for the first checkpoint of a line).
+    pub generation: u64,
+    /// Wall time of the checkpoint.
+    pub checkpoint_time: Option<SystemTime>,
+    /// Whether the original went on running.
+    pub leave_running: bool,
+    /// fds 0, 1, 2.
+    pub stdio: Vec<StdFd>,
+    /// The fd of the pipe the restorer can feed new configuration through, and its key for
+    /// `--inherit-fd` (`pipe:[ino]`).
+    pub env_fd: Option<(i32, String)>,
+    /// `--external` resources of the dump (unix sockets of fds 0–2).
+    pub external: Vec<String>,
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn unesc(s: &str) -> String {
+    let mut out = String::new();
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c == '\\' {
+            match it.next() {
+                Some('n') => out.push('\n'),
+                Some(o) => out.push(o),
+                None => {}
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Metadata {
+    /// The text form (`key=value` lines).
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "{FORMAT}");
+        let _ = writeln!(s, "build_id={}", esc(&self.build_id));
+        let _ = writeln!(s, "exe={}", esc(&self.exe.to_string_lossy()));
+        let _ = writeln!(s, "pid={}", self.pid);
+        let tids: Vec<String> = self.tids.iter().map(|t| t.to_string()).collect();
+        let _ = writeln!(s, "tids={}", tids.join(","));
+        let _ = writeln!(s, "generation={}", self.generation);
+        if let Some(t) = self.checkpoint_time {
+            let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+            let _ = writeln!(s, "checkpoint_time_ns={}", d.as_nanos());
+        }
+        let _ = writeln!(s, "leave_running={}", self.leave_running);
+        for f in &self.stdio {
+            let _ = writeln!(s, "stdio.{}={:o} {}", f.fd, f.flags, esc(&f.target));
+        }
+        if let Some((fd, key)) = &self.env_fd {
+            let _ = writeln!(s, "env_fd={fd} {}", esc(key));
+        }
+        for e in &self.external {
+            let _ = writeln!(s, "external={}", esc(e));
+        }
+        s
+    }
+
+    /// Parses [`to_text`](Self::to_text).
+    pub fn from_text(text: &str) -> Result<Self, String> {
+        let mut lines = text.lines();
+        if lines.next() != Some(FORMAT) {
+            return Err(format!("not a crac image metadata file (expected `{FORMAT}`)"));
+        }
+        let mut m = Metadata::default();
+        for line in lines {
+            let Some((k, v)) = line.split_once('=') else {
+                continue;
+            };
+            let bad = || format!("bad metadata line `{line}`");
+            match k {
+                "build_id" => m.build_id = unesc(v),
+                "exe" => m.exe = PathBuf::from(unesc(v)),
+                "pid" => m.pid = v.parse().map_err(|_| bad())?,
+                "tids" => {
+                    m.tids = v
+                        .split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(|s| s.parse().map_err(|_| bad()))
+                        .collect::<Result<_, _>>()?
+                }
+                "generation" => m.generation = v.parse().map_err(|_| bad())?,
+                "checkpoint_time_ns" => {
+                    let ns: u128 = v.parse().map_err(|_| bad())?;
+                    m.checkpoint_time = Some(
+                        UNIX_EPOCH
+                            + Duration::new((ns / 1_000_000_000) as u64, (ns % 1_000_000_000) as u32),
+                    );
+                }
+                "leave_running" => m.leave_running = v == "true",
+                "env_fd" => {
+                    let (fd, key) = v.split_once(' ').ok_or_else(bad)?;
+                    m.env_fd = Some((fd.parse().map_err(|_| bad())?, unesc(key)));
+                }
+                "external" => m.external.push(unesc(v)),
+                k if k.starts_with("stdio.") => {
+                    let fd = k["stdio.".len()..].parse().map_err(|_| bad())?;
+                    let (flags, target) = v.split_once(' ').unwrap_or((v, ""));
+                    m.stdio.push(StdFd {
+                        fd,
+                        target: unesc(target),
+                        flags: u32::from_str_radix(flags, 8).map_err(|_| bad())?,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(m)
+    }
+
+    /// Writes the metadata file (`0600`) into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<(), Error> {
+        use std::io::Write;
+        let path = dir.join(METADATA_FILE);
+        let tmp = dir.join(format!(".{METADATA_FILE}.tmp"));
+        let r = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(self.to_text().as_bytes()))
+            .and_then(|_| fs::rename(&tmp, &path));
+        r.map_err(|e| {
+            Error::new(
+                ErrorKind::Config,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })
+    }
+
+    /// Reads the metadata of the image in `dir`.
+    pub fn read(dir: &Path) -> Result<Self, Error> {
+        let path = dir.join(METADATA_FILE);
+        let text = fs::read_to_string(&path).map_err(|e| {
+            Error::new(
+                ErrorKind::Config,
+                format!(
+                    "{} is not a crac image: cannot read {}: {e}",
+                    dir.display(),
+                    path.display()
+                ),
+            )
+        })?;
+        Self::from_text(&text).map_err(|e| {
+            Error::new(
+                ErrorKind::Config,
+                format!("{}: {e}", path.display()),
+            )
+        })
+    }
+}
+
+/// The build id of an executable: its GNU build-id note as hex, or (without one) `fnv:` and a
+/// 64-bit FNV-1a hash of the whole file.
+pub fn build_id(path: &Path) -> std::io::Result<String> {
+    let mut data = Vec::new();
+    fs::File::open(path)?.read_to_end(&mut data)?;
+    if let Some(id) = elf_build_id(&data) {
+        return Ok(id);
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in &data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    Ok(format!("fnv:{h:016x}"))
+}
+
+/// The build id of this process's executable, computed once.
+pub fn own_build_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| build_id(Path::new("/proc/self/exe")).unwrap_or_else(|_| "unknown".into()))
+}
+
+fn elf_build_id(d: &[u8]) -> Option<String> {
+    // 64-bit little-endian ELF only (x86_64, aarch64); anything else falls back to a hash.
+    if d.len() < 64 || &d[..4] != b"\x7fELF" || d[4] != 2 || d[5] != 1 {
+        return None;
+    }
+    let u16_at = |o: usize| d.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        d.get(o..o + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4")))
+    };
+    let u64_at = |o: usize| {
+        d.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
+    };
+    let phoff = u64_at(0x20)? as usize;
+    let phentsize = usize::from(u16_at(0x36)?);
+    let phnum = usize::from(u16_at(0x38)?);
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        if u32_at(ph)? != 4 {
+            continue; // PT_NOTE
+        }
+        let off = u64_at(ph + 8)? as usize;
+        let size = u64_at(ph + 32)? as usize;
+        let mut p = off;
+        let end = off.checked_add(size)?.min(d.len());
+        while p + 12 <= end {
+            let namesz = u32_at(p)? as usize;
+            let descsz = u32_at(p + 4)? as usize;
+            let ty = u32_at(p + 8)?;
+            let name_off = p + 12;
+            let desc_off = name_off + namesz.div_ceil(4) * 4;
+            let next = desc_off + descsz.div_ceil(4) * 4;
+            if ty == 3 && d.get(name_off..name_off + namesz)? == b"GNU\0" {
+                let desc = d.get(desc_off..desc_off + descsz)?;
+                return Some(desc.iter().map(|b| format!("{b:02x}")).collect());
+            }
+            p = next;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trip() {
+        let m = Metadata {
+            build_id: "abc".into(),
+            exe: "/x/y z".into(),
+            pid: 42,
+            tids: vec![42, 43],
+            generation: 2,
+            checkpoint_time: Some(UNIX_EPOCH + Duration::new(1_700_000_000, 5)),
+            leave_running: true,
+            stdio: vec![StdFd {
+                fd: 1,
+                target: "pipe:[77]".into(),
+                flags: 0o2001,
+            }],
+            env_fd: Some((9, "pipe:[88]".into())),
+            external: vec!["unix[5]".into()],
+        };
+        assert_eq!(Metadata::from_text(&m.to_text()).unwrap(), m);
+        assert!(Metadata::from_text("junk").is_err());
+    }
+
+    #[test]
+    fn own_build_id_is_stable() {
+        let a = own_build_id();
+        assert!(!a.is_empty() && a != "unknown");
+        assert_eq!(build_id(Path::new("/proc/self/exe")).unwrap(), a);
+    }
+}

@@ -1,0 +1,393 @@
+//! Restoring an image with `criu restore`: what `crac restore` does.
+
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::error::{Error, ErrorKind};
+use crate::image::{self, Metadata};
+use crate::{criu, engine, sys};
+
+/// How to restore.
+#[derive(Debug, Clone, Default)]
+pub struct RestoreOptions {
+    /// The image directory.
+    pub image_dir: PathBuf,
+    /// Restore into a fresh PID namespace (several copies of one image at once, and a taken
+    /// PID does not matter).
+    pub pidns: bool,
+    /// New configuration for the restored process (`Management::restore_env`).
+    pub env: Vec<(String, String)>,
+    /// How long to wait for a PID of the image that a not-yet-reaped process still holds.
+    pub pid_wait: Duration,
+}
+
+/// A restore in progress: the restored process runs.
+#[derive(Debug)]
+pub struct Restore {
+    /// The restored process's pid as seen from here.
+    pub pid: i32,
+    /// Its pid inside its own PID namespace (`--pidns`; the image's pid).
+    pub ns_pid: Option<i32>,
+    /// `unshare` (with `--pidns`), whose exit ends the restored copy.
+    child: Option<Child>,
+    /// Restore duration: from start to the restored process running.
+    pub took: Duration,
+}
+
+fn pid_state(pid: i32) -> Option<(char, String, i32)> {
+    let s = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mut state = '?';
+    let mut name = String::new();
+    let mut ppid = 0;
+    for l in s.lines() {
+        if let Some(v) = l.strip_prefix("State:") {
+            state = v.trim().chars().next().unwrap_or('?');
+        } else if let Some(v) = l.strip_prefix("Name:") {
+            name = v.trim().to_owned();
+        } else if let Some(v) = l.strip_prefix("PPid:") {
+            ppid = v.trim().parse().unwrap_or(0);
+        }
+    }
+    Some((state, name, ppid))
+}
+
+/// Waits until every pid of the image is free; refuses pids held by live processes.
+fn wait_pids_free(meta: &Metadata, wait: Duration, note: &mut dyn FnMut(&str)) -> Result<(), Error> {
+    let deadline = Instant::now() + wait;
+    let mut said = false;
+    let mut pids = meta.tids.clone();
+    if !pids.contains(&meta.pid) {
+        pids.push(meta.pid);
+    }
+    loop {
+        let mut zombie = None;
+        for &p in &pids {
+            if let Some((state, name, ppid)) = pid_state(p) {
+                if state == 'Z' || state == 'X' {
+                    zombie = Some((p, name, ppid));
+                } else {
+                    return Err(Error::new(
+                        ErrorKind::Refused,
+                        format!(
+                            "PID {p} of the image is taken by a running process ({name}, state \
+                             {state}): a plain restore needs the image's pids free; stop that \
+                             process or restore into a fresh PID namespace (crac restore --pidns)"
+                        ),
+                    ));
+                }
+            }
+        }
+        let Some((p, name, ppid)) = zombie else {
+            return Ok(());
+        };
+        if Instant::now() >= deadline {
+            return Err(Error::new(
+                ErrorKind::Refused,
+                format!(
+                    "PID {p} of the image is still held by an exited, unreaped process ({name}) \
+                     whose parent {ppid} has not reaped it after {:.1}s; make the parent wait \
+                     for its children, or restore with --pidns",
+                    wait.as_secs_f64()
+                ),
+            ));
+        }
+        if !said {
+            note(&format!(
+                "waiting for PID {p} to be freed: it is held by an exited process ({name}) not yet \
+                 reaped by its parent {ppid}"
+            ));
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Checks that the executable the image was taken from is still the same build.
+pub fn check_build(meta: &Metadata) -> Result<(), Error> {
+    let now = image::build_id(&meta.exe).map_err(|e| {
+        Error::new(
+            ErrorKind::Config,
+            format!(
+                "the image's executable {} cannot be read ({e}); the image can only be restored \
+                 where that build of the program is installed at the same path",
+                meta.exe.display()
+            ),
+        )
+    })?;
+    if now != meta.build_id {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "the image was taken from another build of {}: image build id {}, the file now \
+                 has {}; restore it with the build it was taken from, or take a new checkpoint \
+                 with the current build",
+                meta.exe.display(),
+                meta.build_id,
+                now
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Children of `pid` (from `/proc/PID/task/*/children`).
+fn children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(d) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in d.filter_map(Result::ok) {
+            if let Ok(s) = fs::read_to_string(t.path().join("children")) {
+                out.extend(s.split_whitespace().filter_map(|x| x.parse::<i32>().ok()));
+            }
+        }
+    }
+    out
+}
+
+fn fd_is_open(fd: i32) -> bool {
+    Path::new(&format!("/proc/self/fd/{fd}")).exists()
+}
+
+/// Restores the image. The caller should be a child subreaper (so the restored process
+/// becomes its child once criu exits) — `crac restore` is.
+pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Restore, Error> {
+    let started = Instant::now();
+    let started_wall = SystemTime::now();
+    let dir = fs::canonicalize(&opts.image_dir).map_err(|e| {
+        Error::new(
+            ErrorKind::Config,
+            format!("image directory {}: {e}", opts.image_dir.display()),
+        )
+    })?;
+    let meta = Metadata::read(&dir)?;
+    check_build(&meta)?;
+    let criu = criu::find()?;
+    criu::check_privileges()?;
+    if !dir.join("inventory.img").exists() {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "{} holds no complete image (no inventory.img): the checkpoint did not finish; \
+                 see {}",
+                dir.display(),
+                dir.join(image::DUMP_LOG).display()
+            ),
+        ));
+    }
+    if !opts.pidns {
+        wait_pids_free(&meta, opts.pid_wait, note)?;
+    }
+
+    let token = format!("{}-{}", std::process::id(), started_wall.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    let log = format!("restore-{token}.log");
+    let pidfile = std::env::temp_dir().join(format!("crac-restore-{token}.pid"));
+    let mut args: Vec<String> = vec![
+        "restore".into(),
+        "-D".into(),
+        dir.display().to_string(),
+        "--shell-job".into(),
+        "-v4".into(),
+        "-o".into(),
+        log.clone(),
+        "--pidfile".into(),
+        pidfile.display().to_string(),
+    ];
+    if !opts.pidns {
+        args.push("--restore-detached".into());
+    }
+    // Hand our own fds 0–2 to the restored process where its originals were pipes, sockets or
+    // files (so output reaches us, and a log file that grew does not fail the restore).
+    let mut keys = Vec::new();
+    for s in &meta.stdio {
+        if s.is_closed() || !(s.is_stream() || s.is_file()) || !fd_is_open(s.fd) {
+            continue;
+        }
+        let key = if s.is_file() {
+            s.target.trim_start_matches('/').to_owned()
+        } else {
+            s.target.clone()
+        };
+        if keys.contains(&key) {
+            continue;
+        }
+        args.push("--inherit-fd".into());
+        args.push(format!("fd[{}]:{key}", s.fd));
+        keys.push(key);
+    }
+    for e in &meta.external {
+        args.push("--external".into());
+        args.push(e.clone());
+    }
+    // The configuration pipe.
+    let (env_r, env_w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
+    if let Some((_, key)) = &meta.env_fd {
+        let payload = engine::encode_restore_payload(&opts.env, started_wall);
+        if payload.len() > 60 * 1024 {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "the --env values exceed 60 KiB; pass a file path instead".to_owned(),
+            ));
+        }
+        use std::io::Write;
+        fs::File::from(env_w)
+            .write_all(&payload)
+            .map_err(|e| io_err("write the restore configuration", e))?;
+        sys::set_cloexec(&env_r, false).map_err(|e| io_err("fcntl", e))?;
+        args.push("--inherit-fd".into());
+        args.push(format!("fd[{}]:{key}", env_r.as_raw_fd()));
+    } else {
+        drop(env_w);
+    }
+
+    let mut cmd = if opts.pidns {
+        let mut c = Command::new("unshare");
+        c.args(["--pid", "--fork", "--mount-proc", "--kill-child"]);
+        c.arg(&criu.path);
+        c
+    } else {
+        Command::new(&criu.path)
+    };
+    cmd.args(&args)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    tracing::debug!(?cmd, "starting criu restore");
+    let mut child = cmd.spawn().map_err(|e| {
+        Error::new(
+            ErrorKind::Unavailable,
+            if opts.pidns {
+                format!("cannot run unshare (util-linux) for --pidns: {e}")
+            } else {
+                format!("cannot run {}: {e}", criu.path.display())
+            },
+        )
+    })?;
+    drop(env_r);
+    let restore_log = dir.join(&log);
+    let fail = |what: String| {
+        Error::new(
+            ErrorKind::Snapshot,
+            format!(
+                "{what}; from {}:\n  {}",
+                restore_log.display(),
+                engine::log_errors(&restore_log)
+            ),
+        )
+    };
+
+    if !opts.pidns {
+        let status = child.wait().map_err(|e| io_err("wait for criu", e))?;
+        let ns = fs::read_to_string(&pidfile).ok();
+        fs::remove_file(&pidfile).ok();
+        if !status.success() {
+            return Err(fail(format!("criu restore failed ({status})")));
+        }
+        let pid = ns
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| fail("criu restore wrote no pid".into()))?;
+        return Ok(Restore {
+            pid,
+            ns_pid: None,
+            child: None,
+            took: started.elapsed(),
+        });
+    }
+
+    // --pidns: criu stays as the namespace's init; wait for its pidfile.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| io_err("wait for unshare", e))? {
+            fs::remove_file(&pidfile).ok();
+            return Err(fail(format!("criu restore in a new PID namespace failed ({status})")));
+        }
+        if let Some(ns_pid) = fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
+            // unshare -> criu (ns pid 1) -> restored process
+            let host = children(child.id() as i32)
+                .into_iter()
+                .flat_map(children)
+                .next();
+            if let Some(pid) = host {
+                fs::remove_file(&pidfile).ok();
+                return Ok(Restore {
+                    pid,
+                    ns_pid: Some(ns_pid),
+                    child: Some(child),
+                    took: started.elapsed(),
+                });
+            }
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(fail("criu restore did not finish in 120 s".into()));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+impl Restore {
+    /// Waits for the restored process to end and returns its exit code (128+signal when
+    /// killed). Without `--pidns` this needs the caller to be a subreaper.
+    pub fn wait(mut self) -> Result<i32, Error> {
+        if let Some(mut child) = self.child.take() {
+            let st = child.wait().map_err(|e| io_err("wait for unshare", e))?;
+            use std::os::unix::process::ExitStatusExt;
+            return Ok(st
+                .code()
+                .unwrap_or_else(|| 128 + st.signal().unwrap_or(0)));
+        }
+        loop {
+            match sys::wait_any().map_err(|e| io_err("waitpid", e))? {
+                Some((pid, status)) if pid == self.pid => return Ok(sys::exit_code(status)),
+                Some(_) => continue,
+                None => {
+                    // Not our child (we are not a subreaper): poll until it is gone.
+                    while Path::new(&format!("/proc/{}", self.pid)).exists()
+                        && pid_state(self.pid).is_some_and(|s| s.0 != 'Z')
+                    {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    return Ok(0);
+                }
+            }
+        }
+    }
+}
+
+fn io_err(what: &str, e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Other, format!("{what}: {e}")).with_source(e)
+}
+
+/// Makes the calling process a child subreaper (see [`Restore::wait`]).
+pub fn become_subreaper() -> Result<(), Error> {
+    sys::set_child_subreaper().map_err(|e| io_err("prctl(PR_SET_CHILD_SUBREAPER)", e))
+}
+
+/// Reaps exited children without blocking (for subreapers that collect orphans).
+pub fn reap_orphans() {
+    while let Ok(Some(_)) = sys::try_wait_any() {}
+}
+
+/// Sends `SIGRTMIN+6` with `token` to `pid` (see [`crate::control`]).
+pub fn send_checkpoint_signal(pid: i32, token: i32) -> Result<(), Error> {
+    sys::sigqueue(pid, crate::control::request_signal(), token).map_err(|e| {
+        Error::new(
+            ErrorKind::Config,
+            format!("cannot signal pid {pid}: {e}"),
+        )
+    })
+}
+
+/// Whether `pid` is alive (not a zombie).
+pub fn alive(pid: i32) -> bool {
+    pid_state(pid).is_some_and(|s| s.0 != 'Z' && s.0 != 'X')
+}
+
+/// Sends a signal to a process.
+pub fn signal(pid: i32, sig: i32) -> Result<(), Error> {
+    sys::kill(pid, sig).map_err(|e| io_err("kill", e))
+}

@@ -1,0 +1,354 @@
+//! The only module with `unsafe`: small wrappers around the system calls the engine needs.
+//! Each wrapper states why its call is sound; everything else in the crate is safe code.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A connected `AF_UNIX`/`SOCK_SEQPACKET` pair, both ends close-on-exec.
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+    cvt(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: on success both fds are fresh and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A pipe `(read, write)`, both ends close-on-exec.
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: on success both fds are fresh and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Sets or clears `FD_CLOEXEC`.
+pub fn set_cloexec(fd: &impl AsRawFd, on: bool) -> io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: F_GETFD/F_SETFD on a descriptor we hold take no pointers.
+    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    let flags = if on {
+        flags | libc::FD_CLOEXEC
+    } else {
+        flags & !libc::FD_CLOEXEC
+    };
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFD, flags) })?;
+    Ok(())
+}
+
+/// Sends one packet.
+pub fn send(fd: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes.
+    let n = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Receives one packet (retrying on `EINTR`); `Ok(0)` means the peer closed.
+pub fn recv(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is valid and writable for `buf.len()` bytes.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The pid of the peer of a connected unix socket (`SO_PEERCRED`), if the kernel knows it.
+pub fn peer_pid(fd: RawFd) -> Option<i32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writing and `len` holds the buffer size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && cred.pid > 0).then_some(cred.pid)
+}
+
+/// Everything the helper child needs, prepared before `fork` so the child only makes
+/// async-signal-safe calls.
+pub struct SpawnPlan {
+    path: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    keep_fd: RawFd,
+    devnull: OwnedFd,
+}
+
+impl SpawnPlan {
+    /// `argv[0]` is `path`; `keep_fd` is left open (without close-on-exec) for the program.
+    pub fn new(path: &str, args: &[String], keep_fd: RawFd) -> io::Result<Self> {
+        let c = |s: &str| CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
+        let mut argv = vec![c(path)?];
+        for a in args {
+            argv.push(c(a)?);
+        }
+        let mut envp = Vec::new();
+        for (k, v) in std::env::vars_os() {
+            let mut s = k.into_encoded_bytes();
+            s.push(b'=');
+            s.extend(v.into_encoded_bytes());
+            if let Ok(s) = CString::new(s) {
+                envp.push(s);
+            }
+        }
+        let devnull = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")?;
+        Ok(Self {
+            path: c(path)?,
+            argv,
+            envp,
+            keep_fd,
+            devnull: devnull.into(),
+        })
+    }
+}
+
+/// Starts `plan` as a process that is *not* a descendant of the caller: fork, `setsid`, fork
+/// again, exec in the grandchild, and the intermediate child exits at once and is reaped here.
+/// The grandchild is adopted by init (or the nearest subreaper), so CRIU running in it may dump
+/// the caller. Its stdin/stdout/stderr are `/dev/null`.
+pub fn spawn_detached(plan: &SpawnPlan) -> io::Result<()> {
+    let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = plan.envp.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let null = plan.devnull.as_raw_fd();
+    let keep = plan.keep_fd;
+    // SAFETY: the child runs only async-signal-safe calls (setsid, fork, dup2, fcntl, execve,
+    // _exit) on memory prepared before the fork, so it is sound even in a multithreaded parent.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: see above; nothing here allocates or takes a lock.
+        unsafe {
+            libc::setsid();
+            let pid2 = libc::fork();
+            if pid2 != 0 {
+                libc::_exit(if pid2 < 0 { 1 } else { 0 });
+            }
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            let fl = libc::fcntl(keep, libc::F_GETFD);
+            libc::fcntl(keep, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
+            libc::execve(plan.path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    let status = wait_pid(pid)?;
+    if status != 0 {
+        return Err(io::Error::other(format!(
+            "the helper's intermediate child exited with status {status}"
+        )));
+    }
+    Ok(())
+}
+
+/// Waits for a child and returns its raw wait status (retrying on `EINTR`).
+pub fn wait_pid(pid: i32) -> io::Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int to write the status to.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r >= 0 {
+            return Ok(status);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Reaps any child without blocking: `Some((pid, status))` or `None` when none has ended.
+pub fn try_wait_any() -> io::Result<Option<(i32, i32)>> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid int to write the status to.
+    let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ECHILD) {
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    Ok((r > 0).then_some((r, status)))
+}
+
+/// Blocks until any child ends: `Ok(None)` when there are no children left.
+pub fn wait_any() -> io::Result<Option<(i32, i32)>> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int to write the status to.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r > 0 {
+            return Ok(Some((r, status)));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ECHILD) => return Ok(None),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Decodes a raw wait status into an exit code the way shells do (128+signal).
+pub fn exit_code(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        1
+    }
+}
+
+/// Makes this process a child subreaper, so orphaned descendants (the restored process once
+/// criu exits) are reparented to it and it can collect their exit status.
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer argument only.
+    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// The effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail and takes no arguments.
+    unsafe { libc::geteuid() }
+}
+
+/// Sends signal `sig` with integer payload `value` to `pid` (`sigqueue`).
+pub fn sigqueue(pid: i32, sig: i32, value: i32) -> io::Result<()> {
+    let val = libc::sigval {
+        sival_ptr: value as isize as *mut libc::c_void,
+    };
+    // SAFETY: sigqueue takes plain values; the union member is a pointer-sized integer.
+    cvt(unsafe { libc::sigqueue(pid, sig, val) })?;
+    Ok(())
+}
+
+/// Sends a plain signal.
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: kill takes plain values.
+    cvt(unsafe { libc::kill(pid, sig) })?;
+    Ok(())
+}
+
+/// `SIGRTMIN` as this libc defines it at run time.
+pub fn sigrtmin() -> i32 {
+    libc::SIGRTMIN()
+}
+
+/// Write end of the pipe the checkpoint-request signal handler writes to (-1: not installed).
+static REQUEST_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+extern "C" fn on_request_signal(
+    _sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
+    // Only async-signal-safe work here: read the siginfo and write 12 bytes to a pipe.
+    let fd = REQUEST_PIPE.load(std::sync::atomic::Ordering::Relaxed);
+    if fd < 0 || info.is_null() {
+        return;
+    }
+    let saved = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let (pid, uid, value) = unsafe {
+        let i = &*info;
+        (i.si_pid(), i.si_uid(), i.si_value().sival_ptr as isize as i32)
+    };
+    let mut msg = [0u8; 12];
+    msg[..4].copy_from_slice(&pid.to_ne_bytes());
+    msg[4..8].copy_from_slice(&uid.to_ne_bytes());
+    msg[8..].copy_from_slice(&value.to_ne_bytes());
+    // SAFETY: write(2) is async-signal-safe; `msg` is valid for 12 bytes.
+    unsafe {
+        libc::write(fd, msg.as_ptr().cast(), msg.len());
+        *libc::__errno_location() = saved;
+    }
+}
+
+/// Installs the handler for `sig` that forwards `(sender pid, sender uid, value)` as 12 bytes
+/// to `write_end` (which must be non-blocking; it is kept open for the life of the process).
+pub fn install_request_handler(sig: i32, write_end: OwnedFd) -> io::Result<()> {
+    use std::os::fd::IntoRawFd;
+    let fd = write_end.into_raw_fd();
+    // SAFETY: F_SETFL on a descriptor we own.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) })?;
+    REQUEST_PIPE.store(fd, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: `sa` is fully initialised (zeroed, then the fields we use) and the handler has
+    // the SA_SIGINFO signature.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_request_signal as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        cvt(libc::sigaction(sig, &sa, std::ptr::null_mut()))?;
+    }
+    Ok(())
+}
+
+/// Runs `f` before `main` (an `.init_array` entry), the way `inventory` registers its items.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __before_main {
+    ($f:path) => {
+        #[used]
+        #[unsafe(link_section = ".init_array")]
+        static __CRAC_CRIU_INIT: extern "C" fn() = {
+            extern "C" fn init() {
+                $f()
+            }
+            init
+        };
+    };
+}

@@ -1,0 +1,227 @@
+//! Test program for the CRIU tests (`tests/tests/criu_*.rs`): warm state, two threads, a
+//! registered resource, and a few behaviours chosen by environment variables.
+//!
+//! - `APP_MB` (default 200): size of the table built at start (every page touched).
+//! - `APP_TRIGGER`: `auto` (default: checkpoint right after start) or `external` (wait for
+//!   `crac checkpoint PID`; the resource's hooks report the cycle).
+//! - `APP_CONNECT=1`: open a TCP connection to a local listener and hold it in a resource that
+//!   closes it in `before_checkpoint` only from the second attempt on.
+//! - `APP_LISTEN=1`: hold a listening TCP socket; after the checkpoint, serve one connection.
+//! - `APP_STAY_MS` (default 300): how long to keep running after the checkpoint returned.
+//!
+//! Every line it prints is `key=value` words, flushed at once, so the test can check it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crac_api::{Context, Core, Outcome, Resource, ResourceError};
+use crac_criu as _;
+
+static BUILT: AtomicU64 = AtomicU64::new(0);
+static TICKS: AtomicU64 = AtomicU64::new(0);
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn build_table(mb: usize) -> Vec<u64> {
+    BUILT.fetch_add(1, Ordering::SeqCst);
+    let n = mb * 1024 * 1024 / 8;
+    let mut v = Vec::with_capacity(n);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..n {
+        // xorshift64*: cheap, but the table still has to be built to know it.
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        v.push(x.wrapping_mul(0x2545_f491_4f6c_dd1d));
+    }
+    v
+}
+
+fn checksum(v: &[u64]) -> u64 {
+    v.iter().fold(0u64, |a, &b| a.rotate_left(5) ^ b)
+}
+
+/// The resource: counts its hooks; optionally owns a TCP connection.
+struct App {
+    before: AtomicU64,
+    after: AtomicU64,
+    conn: Mutex<Option<TcpStream>>,
+    close_conn: AtomicBool,
+}
+
+impl Resource for App {
+    fn before_checkpoint(&self, _: &Context) -> Result<(), ResourceError> {
+        self.before.fetch_add(1, Ordering::SeqCst);
+        if self.close_conn.load(Ordering::SeqCst) {
+            self.conn.lock().unwrap().take();
+        }
+        say(&format!("hook=before_checkpoint n={}", self.before.load(Ordering::SeqCst)));
+        Ok(())
+    }
+
+    fn after_restore(&self, _: &Context) -> Result<(), ResourceError> {
+        self.after.fetch_add(1, Ordering::SeqCst);
+        say(&format!("hook=after_restore n={}", self.after.load(Ordering::SeqCst)));
+        Ok(())
+    }
+
+    fn name(&self) -> String {
+        "criu-app".into()
+    }
+}
+
+fn env_flag(k: &str) -> bool {
+    std::env::var(k).is_ok_and(|v| v == "1")
+}
+
+fn report(outcome: &Result<Outcome, crac_api::CheckpointError>, table: &[u64], app: &App) {
+    let (kind, detail) = match outcome {
+        Ok(Outcome::Restored(r)) => (
+            "restored",
+            format!(
+                "gen={} frozen_ms={} env={}",
+                r.generation,
+                r.frozen.as_millis(),
+                r.new_env
+                    .iter()
+                    .map(|(k, v)| format!("{k}:{v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        ),
+        Ok(Outcome::Continued { generation, .. }) => ("continued", format!("gen={generation}")),
+        Ok(Outcome::NoImage) => ("noimage", String::new()),
+        Err(e) => ("error", format!("msg={}", e.to_string().replace('\n', " | "))),
+    };
+    let t0 = TICKS.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(50));
+    let t1 = TICKS.load(Ordering::SeqCst);
+    say(&format!(
+        "outcome={kind} pid={} checksum={:016x} built={} before={} after={} worker_advancing={} {detail}",
+        std::process::id(),
+        checksum(table),
+        BUILT.load(Ordering::SeqCst),
+        app.before.load(Ordering::SeqCst),
+        app.after.load(Ordering::SeqCst),
+        t1 > t0,
+    ));
+}
+
+fn main() {
+    let mb: usize = std::env::var("APP_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let stay = Duration::from_millis(
+        std::env::var("APP_STAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(300),
+    );
+    let t = Instant::now();
+    let table = build_table(mb);
+    let build_ms = t.elapsed().as_millis();
+
+    // The second thread.
+    std::thread::Builder::new()
+        .name("worker".into())
+        .spawn(|| {
+            loop {
+                TICKS.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .unwrap();
+
+    let app = Arc::new(App {
+        before: AtomicU64::new(0),
+        after: AtomicU64::new(0),
+        conn: Mutex::new(None),
+        close_conn: AtomicBool::new(false),
+    });
+    Core::global_context().register(&app);
+
+    let mut peer = None;
+    if env_flag("APP_CONNECT") {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (a, _) = l.accept().unwrap();
+        say(&format!(
+            "connected local={} peer={}",
+            c.local_addr().unwrap(),
+            c.peer_addr().unwrap()
+        ));
+        *app.conn.lock().unwrap() = Some(c);
+        // The accepted end is closed too: only the client fd is the test's subject.
+        peer = Some((l, a));
+    }
+    let listener = env_flag("APP_LISTEN").then(|| {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        say(&format!("listening port={}", l.local_addr().unwrap().port()));
+        l
+    });
+
+    say(&format!(
+        "ready pid={} checksum={:016x} built={} build_ms={build_ms}",
+        std::process::id(),
+        checksum(&table),
+        BUILT.load(Ordering::SeqCst)
+    ));
+
+    if std::env::var("APP_TRIGGER").as_deref() == Ok("external") {
+        // Wait for `crac checkpoint PID`: the control thread runs the cycle; the hooks tell.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while app.after.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let restored = Core::management().restore_count() > 0;
+        let outcome = if restored {
+            Ok(Outcome::Restored(crac_api::Restored {
+                generation: Core::management().generation(),
+                restore_time: Core::management().restore_time().unwrap(),
+                frozen: Core::management().frozen_duration().unwrap_or_default(),
+                image_dir: None,
+                new_env: Core::management().restore_env().to_vec(),
+            }))
+        } else {
+            Ok(Outcome::Continued {
+                generation: Core::management().generation(),
+                image_dir: Default::default(),
+            })
+        };
+        report(&outcome, &table, &app);
+    } else {
+        if let Some((l, a)) = peer.take() {
+            // First attempt with the connection open: must be refused, process goes on.
+            let r = Core::checkpoint_restore();
+            report(&r, &table, &app);
+            app.close_conn.store(true, Ordering::SeqCst);
+            drop(a);
+            drop(l);
+        }
+        let r = Core::checkpoint_restore();
+        report(&r, &table, &app);
+    }
+
+    if let Some(l) = listener {
+        // Serve one connection on the listener that went through the checkpoint.
+        l.set_nonblocking(false).unwrap();
+        say("serving");
+        if let Ok((s, _)) = l.accept() {
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut line = String::new();
+            let _ = r.read_line(&mut line);
+            let mut s = s;
+            let _ = writeln!(s, "pong {} {}", std::process::id(), line.trim());
+        }
+    }
+    std::thread::sleep(stay);
+    say("exit");
+}
