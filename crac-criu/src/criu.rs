@@ -79,7 +79,9 @@ pub fn locate() -> Result<PathBuf, Error> {
 
 /// Parses `Version: 4.2.1` (the first line of `criu --version`).
 pub fn parse_version(out: &str) -> Option<(u32, u32, u32)> {
-    let line = out.lines().find_map(|l| l.trim().strip_prefix("Version:"))?;
+    let line = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Version:"))?;
     let mut it = line.trim().split(|c: char| !c.is_ascii_digit());
     let major = it.next()?.parse().ok()?;
     let minor = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
@@ -87,7 +89,11 @@ pub fn parse_version(out: &str) -> Option<(u32, u32, u32)> {
     Some((major, minor, sub))
 }
 
-static CHECKED: Mutex<Option<HashMap<PathBuf, (u32, u32, u32)>>> = Mutex::new(None);
+/// A CRIU version: major, minor, sublevel.
+pub type Version = (u32, u32, u32);
+
+/// Versions already checked, per path: `criu --version` is run once per binary per process.
+static CHECKED: Mutex<Option<HashMap<PathBuf, Version>>> = Mutex::new(None);
 
 /// Runs `criu --version` (once per path per process) and refuses versions below
 /// [`MIN_VERSION`].

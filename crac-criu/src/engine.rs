@@ -109,7 +109,11 @@ pub fn log_errors(log: &Path) -> String {
     let is_err = |l: &str| l.contains("Error (") && !l.contains("RLIMIT_NOFILE");
     let Some(first) = lines.iter().position(|l| is_err(l)) else {
         let tail: Vec<&str> = lines.iter().rev().take(5).rev().copied().collect();
-        return format!("no error line in {}; its end: {}", log.display(), tail.join(" | "));
+        return format!(
+            "no error line in {}; its end: {}",
+            log.display(),
+            tail.join(" | ")
+        );
     };
     let mut picked: Vec<&str> = lines[first.saturating_sub(2)..first].to_vec();
     picked.extend(lines[first..].iter().filter(|l| is_err(l)).take(12));
@@ -353,7 +357,10 @@ mod tests {
     #[test]
     fn payload_round_trip() {
         let t = UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_789);
-        let env = vec![("A".to_owned(), "1".to_owned()), ("B".to_owned(), "x=y".to_owned())];
+        let env = vec![
+            ("A".to_owned(), "1".to_owned()),
+            ("B".to_owned(), "x=y".to_owned()),
+        ];
         let (e, s) = parse_restore_payload(&encode_restore_payload(&env, t));
         assert_eq!(e, env);
         assert_eq!(s, Some(t));
@@ -367,6 +374,9 @@ mod tests {
             parse_mode(Some("leave-running")).unwrap(),
             CheckpointMode::LeaveRunning
         );
-        assert_eq!(parse_mode(Some("bogus")).unwrap_err().kind(), ErrorKind::Config);
+        assert_eq!(
+            parse_mode(Some("bogus")).unwrap_err().kind(),
+            ErrorKind::Config
+        );
     }
 }

@@ -50,7 +50,10 @@ fn parse_v4(hex: &str) -> Option<SocketAddr> {
     let a = u32::from_str_radix(a, 16).ok()?;
     let p = u16::from_str_radix(p, 16).ok()?;
     // The kernel prints the address in host byte order (little endian here).
-    Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(a.to_le_bytes())), p))
+    Some(SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::from(a.to_le_bytes())),
+        p,
+    ))
 }
 
 fn parse_v6(hex: &str) -> Option<SocketAddr> {

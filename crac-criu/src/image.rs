@@ -235,7 +235,9 @@ impl Metadata {
     pub fn from_text(text: &str) -> Result<Self, String> {
         let mut lines = text.lines();
         if lines.next() != Some(FORMAT) {
-            return Err(format!("not a crac image metadata file (expected `{FORMAT}`)"));
+            return Err(format!(
+                "not a crac image metadata file (expected `{FORMAT}`)"
+            ));
         }
         let mut m = Metadata::default();
         for line in lines {
@@ -259,7 +261,10 @@ impl Metadata {
                     let ns: u128 = v.parse().map_err(|_| bad())?;
                     m.checkpoint_time = Some(
                         UNIX_EPOCH
-                            + Duration::new((ns / 1_000_000_000) as u64, (ns % 1_000_000_000) as u32),
+                            + Duration::new(
+                                (ns / 1_000_000_000) as u64,
+                                (ns % 1_000_000_000) as u32,
+                            ),
                     );
                 }
                 "leave_running" => m.leave_running = v == "true",
@@ -317,12 +322,8 @@ impl Metadata {
                 ),
             )
         })?;
-        Self::from_text(&text).map_err(|e| {
-            Error::new(
-                ErrorKind::Config,
-                format!("{}: {e}", path.display()),
-            )
-        })
+        Self::from_text(&text)
+            .map_err(|e| Error::new(ErrorKind::Config, format!("{}: {e}", path.display())))
     }
 }
 

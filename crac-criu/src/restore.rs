@@ -55,7 +55,11 @@ fn pid_state(pid: i32) -> Option<(char, String, i32)> {
 }
 
 /// Waits until every pid of the image is free; refuses pids held by live processes.
-fn wait_pids_free(meta: &Metadata, wait: Duration, note: &mut dyn FnMut(&str)) -> Result<(), Error> {
+fn wait_pids_free(
+    meta: &Metadata,
+    wait: Duration,
+    note: &mut dyn FnMut(&str),
+) -> Result<(), Error> {
     let deadline = Instant::now() + wait;
     let mut said = false;
     let mut pids = meta.tids.clone();
@@ -180,7 +184,14 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         wait_pids_free(&meta, opts.pid_wait, note)?;
     }
 
-    let token = format!("{}-{}", std::process::id(), started_wall.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    let token = format!(
+        "{}-{}",
+        std::process::id(),
+        started_wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+    );
     let log = format!("restore-{token}.log");
     let pidfile = std::env::temp_dir().join(format!("crac-restore-{token}.pid"));
     let mut args: Vec<String> = vec![
@@ -298,9 +309,14 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     // --pidns: criu stays as the namespace's init; wait for its pidfile.
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        if let Some(status) = child.try_wait().map_err(|e| io_err("wait for unshare", e))? {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| io_err("wait for unshare", e))?
+        {
             fs::remove_file(&pidfile).ok();
-            return Err(fail(format!("criu restore in a new PID namespace failed ({status})")));
+            return Err(fail(format!(
+                "criu restore in a new PID namespace failed ({status})"
+            )));
         }
         if let Some(ns_pid) = fs::read_to_string(&pidfile)
             .ok()
@@ -336,9 +352,7 @@ impl Restore {
         if let Some(mut child) = self.child.take() {
             let st = child.wait().map_err(|e| io_err("wait for unshare", e))?;
             use std::os::unix::process::ExitStatusExt;
-            return Ok(st
-                .code()
-                .unwrap_or_else(|| 128 + st.signal().unwrap_or(0)));
+            return Ok(st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)));
         }
         loop {
             match sys::wait_any().map_err(|e| io_err("waitpid", e))? {
@@ -374,12 +388,8 @@ pub fn reap_orphans() {
 
 /// Sends `SIGRTMIN+6` with `token` to `pid` (see [`crate::control`]).
 pub fn send_checkpoint_signal(pid: i32, token: i32) -> Result<(), Error> {
-    sys::sigqueue(pid, crate::control::request_signal(), token).map_err(|e| {
-        Error::new(
-            ErrorKind::Config,
-            format!("cannot signal pid {pid}: {e}"),
-        )
-    })
+    sys::sigqueue(pid, crate::control::request_signal(), token)
+        .map_err(|e| Error::new(ErrorKind::Config, format!("cannot signal pid {pid}: {e}")))
 }
 
 /// Whether `pid` is alive (not a zombie).

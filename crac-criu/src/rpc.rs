@@ -137,7 +137,10 @@ impl<'a> Reader<'a> {
     fn varint(&mut self) -> Result<u64, DecodeError> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
-            let (&b, rest) = self.buf.split_first().ok_or(DecodeError("truncated varint"))?;
+            let (&b, rest) = self
+                .buf
+                .split_first()
+                .ok_or(DecodeError("truncated varint"))?;
             self.buf = rest;
             v |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
@@ -172,7 +175,9 @@ impl<'a> Reader<'a> {
             5 => {
                 let b = self.buf.get(..4).ok_or(DecodeError("truncated fixed32"))?;
                 self.buf = &self.buf[4..];
-                Value::Int(u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes"))))
+                Value::Int(u64::from(u32::from_le_bytes(
+                    b.try_into().expect("4 bytes"),
+                )))
             }
             _ => return Err(DecodeError("unknown wire type")),
         };
@@ -251,7 +256,9 @@ mod tests {
     #[test]
     fn response_decoding() {
         // type=1, success=1, dump{restored=1}, cr_errmsg="x"
-        let buf = [0x08, 0x01, 0x10, 0x01, 0x1a, 0x02, 0x08, 0x01, 0x4a, 0x01, b'x'];
+        let buf = [
+            0x08, 0x01, 0x10, 0x01, 0x1a, 0x02, 0x08, 0x01, 0x4a, 0x01, b'x',
+        ];
         let r = decode_response(&buf).unwrap();
         assert!(r.success && r.restored);
         assert_eq!(r.cr_errmsg.as_deref(), Some("x"));

@@ -120,7 +120,8 @@ pub struct SpawnPlan {
 impl SpawnPlan {
     /// `argv[0]` is `path`; `keep_fd` is left open (without close-on-exec) for the program.
     pub fn new(path: &str, args: &[String], keep_fd: RawFd) -> io::Result<Self> {
-        let c = |s: &str| CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
+        let c =
+            |s: &str| CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
         let mut argv = vec![c(path)?];
         for a in args {
             argv.push(c(a)?);
@@ -304,7 +305,11 @@ extern "C" fn on_request_signal(
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
     let (pid, uid, value) = unsafe {
         let i = &*info;
-        (i.si_pid(), i.si_uid(), i.si_value().sival_ptr as isize as i32)
+        (
+            i.si_pid(),
+            i.si_uid(),
+            i.si_value().sival_ptr as isize as i32,
+        )
     };
     let mut msg = [0u8; 12];
     msg[..4].copy_from_slice(&pid.to_ne_bytes());

@@ -75,7 +75,8 @@ fn cmd_restore(args: &[String]) -> Result<i32, String> {
             "--pid-wait" => {
                 let s = value(args, &mut i, "--pid-wait")?;
                 opts.pid_wait = Duration::from_secs_f64(
-                    s.parse().map_err(|_| format!("--pid-wait {s}: not a number"))?,
+                    s.parse()
+                        .map_err(|_| format!("--pid-wait {s}: not a number"))?,
                 );
             }
             a if a.starts_with('-') => return Err(format!("unknown option {a}\n{USAGE}")),
@@ -124,7 +125,8 @@ fn cmd_checkpoint(args: &[String]) -> Result<i32, String> {
             "--timeout" => {
                 let s = value(args, &mut i, "--timeout")?;
                 timeout = Duration::from_secs_f64(
-                    s.parse().map_err(|_| format!("--timeout {s}: not a number"))?,
+                    s.parse()
+                        .map_err(|_| format!("--timeout {s}: not a number"))?,
                 );
             }
             a if a.starts_with('-') => return Err(format!("unknown option {a}\n{USAGE}")),
@@ -173,9 +175,10 @@ fn cmd_checkpoint(args: &[String]) -> Result<i32, String> {
             return Err(format!("pid {pid} did not checkpoint: {}", rest.join("\n")));
         }
         if !restore::alive(pid) {
-            let dir = std::fs::read_to_string(&ack)
-                .ok()
-                .and_then(|t| t.lines().find_map(|l| l.strip_prefix("dir=").map(str::to_owned)));
+            let dir = std::fs::read_to_string(&ack).ok().and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("dir=").map(str::to_owned))
+            });
             cleanup();
             return match dir {
                 Some(d) if PathBuf::from(&d).join("inventory.img").exists() => {
@@ -261,7 +264,10 @@ fn cmd_check() -> Result<i32, String> {
             println!("PROBLEM {e}");
         }
     }
-    match std::process::Command::new("unshare").arg("--version").output() {
+    match std::process::Command::new("unshare")
+        .arg("--version")
+        .output()
+    {
         Ok(o) if o.status.success() => println!("ok      unshare found (for crac restore --pidns)"),
         _ => println!(
             "note    unshare (util-linux) not found: `crac restore --pidns` will not work; \

@@ -62,13 +62,19 @@ impl Resource for App {
         if self.close_conn.load(Ordering::SeqCst) {
             self.conn.lock().unwrap().take();
         }
-        say(&format!("hook=before_checkpoint n={}", self.before.load(Ordering::SeqCst)));
+        say(&format!(
+            "hook=before_checkpoint n={}",
+            self.before.load(Ordering::SeqCst)
+        ));
         Ok(())
     }
 
     fn after_restore(&self, _: &Context) -> Result<(), ResourceError> {
         self.after.fetch_add(1, Ordering::SeqCst);
-        say(&format!("hook=after_restore n={}", self.after.load(Ordering::SeqCst)));
+        say(&format!(
+            "hook=after_restore n={}",
+            self.after.load(Ordering::SeqCst)
+        ));
         Ok(())
     }
 
@@ -98,7 +104,10 @@ fn report(outcome: &Result<Outcome, crac_api::CheckpointError>, table: &[u64], a
         ),
         Ok(Outcome::Continued { generation, .. }) => ("continued", format!("gen={generation}")),
         Ok(Outcome::NoImage) => ("noimage", String::new()),
-        Err(e) => ("error", format!("msg={}", e.to_string().replace('\n', " | "))),
+        Err(e) => (
+            "error",
+            format!("msg={}", e.to_string().replace('\n', " | ")),
+        ),
     };
     let t0 = TICKS.load(Ordering::SeqCst);
     std::thread::sleep(Duration::from_millis(50));
@@ -164,7 +173,10 @@ fn main() {
     }
     let listener = env_flag("APP_LISTEN").then(|| {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        say(&format!("listening port={}", l.local_addr().unwrap().port()));
+        say(&format!(
+            "listening port={}",
+            l.local_addr().unwrap().port()
+        ));
         l
     });
 
