@@ -157,6 +157,45 @@ pub fn find() -> Result<Criu, Error> {
     Ok(Criu { path, version })
 }
 
+/// Runs `criu check`; an error carries its relevant output (without the harmless RLIMIT and
+/// kdat-cache lines) and the fix.
+pub fn run_check(criu: &Criu) -> Result<(), Error> {
+    let out = Command::new(&criu.path)
+        .arg("check")
+        .output()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!("cannot run {} check: {e}", criu.path.display()),
+            )
+        })?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() && text.contains("Looks good") {
+        return Ok(());
+    }
+    let relevant: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            !l.contains("RLIMIT_NOFILE") && !l.contains("kdat cache") && !l.trim().is_empty()
+        })
+        .collect();
+    Err(Error::new(
+        ErrorKind::Unavailable,
+        format!(
+            "`{} check` failed ({}):\n  {}\nfix: run as root on a kernel with \
+             CONFIG_CHECKPOINT_RESTORE and the features listed, or install a newer criu with \
+             scripts/install-criu",
+            criu.path.display(),
+            out.status,
+            relevant.join("\n  ")
+        ),
+    ))
+}
+
 /// Bit of `CAP_SYS_PTRACE` in the capability sets.
 const CAP_SYS_PTRACE: u32 = 19;
 /// Bit of `CAP_SYS_ADMIN`.

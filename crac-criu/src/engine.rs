@@ -85,8 +85,9 @@ impl Engine for CriuEngine {
     }
 
     fn probe(&self) -> Result<(), Error> {
-        criu::find()?;
-        criu::check_privileges()
+        // Privileges first: without them criu may not even be readable (a root-only path).
+        criu::check_privileges()?;
+        criu::find().map(drop)
     }
 
     fn checkpoint(&self, options: &CheckpointOptions) -> Result<EngineOutcome, Error> {
@@ -147,9 +148,8 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
     let started = Instant::now();
     let criu = {
         let _s = tracing::info_span!("find_criu").entered();
-        let c = criu::find()?;
         criu::check_privileges()?;
-        c
+        criu::find()?
     };
     let dir = {
         let _s = tracing::info_span!("prepare_image_dir").entered();

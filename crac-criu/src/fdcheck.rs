@@ -360,4 +360,26 @@ mod tests {
         use std::os::fd::AsRawFd;
         assert!(!scan().refused.iter().any(|r| r.fd == a.as_raw_fd()));
     }
+
+    #[test]
+    fn finds_a_held_flock() {
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join(format!("crac-fdcheck-lock-{}", std::process::id()));
+        let f = std::fs::File::create(&path).unwrap();
+        f.lock().unwrap();
+        let found = scan()
+            .refused
+            .into_iter()
+            .find(|r| r.fd == f.as_raw_fd())
+            .map(|r| r.reason);
+        f.unlock().unwrap();
+        let after = scan().refused.into_iter().any(|r| r.fd == f.as_raw_fd());
+        std::fs::remove_file(&path).ok();
+        let reason = found.expect("the locked file is refused");
+        assert!(
+            reason.contains("FLOCK") && reason.contains("lock"),
+            "{reason}"
+        );
+        assert!(!after, "an unlocked file is fine");
+    }
 }

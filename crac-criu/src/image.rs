@@ -43,7 +43,11 @@ pub fn prepare_dir(dir: &Path) -> Result<PathBuf, Error> {
         Err(e) => {
             return Err(Error::new(
                 ErrorKind::Config,
-                format!("cannot use image directory {}: {e}", dir.display()),
+                format!(
+                    "cannot use image directory {}: {e}; choose a directory of your own \
+                     (CRAC_CHECKPOINT_TO)",
+                    dir.display()
+                ),
             ));
         }
         Ok(m) => {

@@ -31,6 +31,7 @@
 //! `crac checkpoint PID` (see [`control`]).
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod control;
 pub mod criu;
 pub mod engine;

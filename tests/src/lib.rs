@@ -1,1 +1,3 @@
 //! End-to-end test support.
+
+pub mod process;

@@ -7,7 +7,8 @@
 //! - `APP_CONNECT=1`: open a TCP connection to a local listener and hold it in a resource that
 //!   closes it in `before_checkpoint` only from the second attempt on.
 //! - `APP_LISTEN=1`: hold a listening TCP socket; after the checkpoint, serve one connection.
-//! - `APP_STAY_MS` (default 300): how long to keep running after the checkpoint returned.
+//! - `APP_STAY_MS` (default 300): how long to keep running after the checkpoint returned; a
+//!   restorer may override it for a copy with `crac restore --env APP_STAY_MS=…`.
 //!
 //! Every line it prints is `key=value` words, flushed at once, so the test can check it.
 
@@ -234,6 +235,12 @@ fn main() {
             let _ = writeln!(s, "pong {} {}", std::process::id(), line.trim());
         }
     }
+    // A restorer can change how long a copy stays (`crac restore --env APP_STAY_MS=…`).
+    let stay = Core::management()
+        .restore_var("APP_STAY_MS")
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(stay);
     std::thread::sleep(stay);
     say("exit");
 }

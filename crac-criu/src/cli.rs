@@ -1,0 +1,357 @@
+//! The `crac` command: restore an image, ask a running process to checkpoint itself, check the
+//! machine. It lives in the library so that every binary built from it (the `crac` binary of
+//! this crate, and the copy the end-to-end tests build) runs the same code.
+//!
+//! ```text
+//! crac restore DIR [--pidns] [--env K=V]... [--detach] [--pid-wait SECS]
+//! crac checkpoint PID [--leave-running | --stop] [--dir DIR] [--timeout SECS]
+//! crac check
+//! ```
+//!
+//! Messages go to the `err` writer (stderr), prefixed `crac:`; stdout belongs to the restored
+//! process, which writes to the restorer's own stdout.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::restore::{self, RestoreOptions};
+use crate::{control, criu};
+
+/// The usage text.
+pub const USAGE: &str = "usage:
+  crac restore DIR [--pidns] [--env K=V]... [--detach] [--pid-wait SECS]
+      restore the image in DIR; waits for the restored process and exits with its status
+      (unless --detach). --pidns restores into a fresh PID namespace, so several copies of
+      one image can run at once; --env passes configuration to the restored process
+      (Core::management().restore_env()).
+  crac checkpoint PID [--leave-running | --stop] [--dir DIR] [--timeout SECS]
+      ask a running crac-criu program to checkpoint itself (like jcmd PID JDK.checkpoint)
+  crac check
+      can checkpoints work here? criu, its version, `criu check`, privileges, kernel";
+
+/// Where the command writes: `out` for results (`crac check`'s report, the image directory of
+/// `crac checkpoint`), `err` for messages.
+pub struct Term<'a> {
+    /// Results.
+    pub out: &'a mut dyn Write,
+    /// Messages.
+    pub err: &'a mut dyn Write,
+}
+
+impl Term<'_> {
+    fn say(&mut self, msg: &str) {
+        let _ = writeln!(self.err, "crac: {msg}");
+        let _ = self.err.flush();
+    }
+
+    fn print(&mut self, line: &str) {
+        let _ = writeln!(self.out, "{line}");
+        let _ = self.out.flush();
+    }
+}
+
+/// Runs the command with `args` (without the program name) and returns the exit code: the
+/// restored process's status for `restore`, 0/1 for the others, 2 for a usage or setup error.
+pub fn run(args: &[String], term: &mut Term<'_>) -> i32 {
+    let r = match args.first().map(String::as_str) {
+        Some("restore") => cmd_restore(&args[1..], term),
+        Some("checkpoint") => cmd_checkpoint(&args[1..], term),
+        Some("check") => Ok(cmd_check(term)),
+        Some("-h") | Some("--help") | Some("help") => {
+            term.print(USAGE);
+            Ok(0)
+        }
+        Some(c) => Err(format!("unknown command `{c}`\n{USAGE}")),
+        None => Err(USAGE.to_owned()),
+    };
+    match r {
+        Ok(code) => code.clamp(0, 255),
+        Err(e) => {
+            term.say(&format!("error: {e}"));
+            2
+        }
+    }
+}
+
+fn value<'a>(args: &'a [String], i: &mut usize, flag: &str) -> Result<&'a str, String> {
+    *i += 1;
+    args.get(*i)
+        .map(String::as_str)
+        .ok_or_else(|| format!("{flag} needs a value"))
+}
+
+fn seconds(s: &str, flag: &str) -> Result<Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{flag} {s}: not a number of seconds"))
+}
+
+/// Parses `crac restore`'s arguments.
+fn parse_restore(args: &[String]) -> Result<(RestoreOptions, bool), String> {
+    let mut opts = RestoreOptions {
+        pid_wait: Duration::from_secs(10),
+        ..RestoreOptions::default()
+    };
+    let mut detach = false;
+    let mut dir = None;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--pidns" => opts.pidns = true,
+            "--detach" | "-d" => detach = true,
+            "--env" | "-e" => {
+                let kv = value(args, &mut i, "--env")?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .filter(|(k, _)| !k.is_empty())
+                    .ok_or_else(|| format!("--env {kv}: expected KEY=VALUE"))?;
+                opts.env.push((k.to_owned(), v.to_owned()));
+            }
+            "--pid-wait" => {
+                opts.pid_wait = seconds(value(args, &mut i, "--pid-wait")?, "--pid-wait")?
+            }
+            a if a.starts_with('-') => return Err(format!("unknown option {a}\n{USAGE}")),
+            a if dir.is_none() => dir = Some(PathBuf::from(a)),
+            a => return Err(format!("unexpected argument {a}")),
+        }
+        i += 1;
+    }
+    opts.image_dir = dir.ok_or_else(|| format!("restore needs an image directory\n{USAGE}"))?;
+    Ok((opts, detach))
+}
+
+fn cmd_restore(args: &[String], term: &mut Term<'_>) -> Result<i32, String> {
+    let (opts, detach) = parse_restore(args)?;
+    // Subreaper: once criu exits, the restored process becomes our child and we can report
+    // its exit status (and reap it at once, so its PID is free for the next restore).
+    restore::become_subreaper().map_err(|e| e.to_string())?;
+    let r = restore::restore(&opts, &mut |m| {
+        let _ = writeln!(term.err, "crac: {m}");
+    })
+    .map_err(|e| e.to_string())?;
+    match r.ns_pid {
+        Some(ns) => term.say(&format!(
+            "restored pid {} (pid {ns} in its own PID namespace) from {} in {:.1} ms",
+            r.pid,
+            opts.image_dir.display(),
+            r.took.as_secs_f64() * 1e3
+        )),
+        None => term.say(&format!(
+            "restored pid {} from {} in {:.1} ms",
+            r.pid,
+            opts.image_dir.display(),
+            r.took.as_secs_f64() * 1e3
+        )),
+    }
+    if detach {
+        return Ok(0);
+    }
+    let pid = r.pid;
+    let code = r.wait().map_err(|e| e.to_string())?;
+    term.say(&format!("restored pid {pid} exited with status {code}"));
+    Ok(code)
+}
+
+fn cmd_checkpoint(args: &[String], term: &mut Term<'_>) -> Result<i32, String> {
+    let mut pid = None;
+    let mut mode = None;
+    let mut dir = None;
+    let mut timeout = Duration::from_secs(300);
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--leave-running" => mode = Some("leave-running"),
+            "--stop" => mode = Some("stop"),
+            "--dir" => dir = Some(value(args, &mut i, "--dir")?.to_owned()),
+            "--timeout" => timeout = seconds(value(args, &mut i, "--timeout")?, "--timeout")?,
+            a if a.starts_with('-') => return Err(format!("unknown option {a}\n{USAGE}")),
+            a if pid.is_none() => {
+                pid = Some(
+                    a.parse::<i32>()
+                        .ok()
+                        .filter(|p| *p > 0)
+                        .ok_or_else(|| format!("{a}: not a pid"))?,
+                )
+            }
+            a => return Err(format!("unexpected argument {a}")),
+        }
+        i += 1;
+    }
+    let pid = pid.ok_or_else(|| format!("checkpoint needs a pid\n{USAGE}"))?;
+    if !restore::alive(pid) {
+        return Err(format!("no running process {pid}"));
+    }
+    control::ensure_control_dir().map_err(|e| e.to_string())?;
+    let token = std::process::id() as i32;
+    let req = control::control_file(pid, token, "req");
+    let ack = control::control_file(pid, token, "ack");
+    let res = control::control_file(pid, token, "res");
+    let mut text = String::new();
+    if let Some(m) = mode {
+        text.push_str(&format!("mode={m}\n"));
+    }
+    if let Some(d) = &dir {
+        let abs = std::path::absolute(d).map_err(|e| format!("{d}: {e}"))?;
+        text.push_str(&format!("dir={}\n", abs.display()));
+    }
+    control::write_control_file(&req, &text).map_err(|e| format!("{}: {e}", req.display()))?;
+    restore::send_checkpoint_signal(pid, token).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let cleanup = || {
+        for p in [&req, &ack, &res] {
+            std::fs::remove_file(p).ok();
+        }
+    };
+    loop {
+        if let Ok(t) = std::fs::read_to_string(&res) {
+            cleanup();
+            let mut lines = t.lines();
+            let status = lines.next().unwrap_or("");
+            let rest: Vec<&str> = lines.collect();
+            if status == "ok" {
+                term.say(&format!("pid {pid}: {}", rest.join("\n")));
+                return Ok(0);
+            }
+            term.say(&format!(
+                "pid {pid} did not checkpoint: {}",
+                rest.join("\n")
+            ));
+            return Ok(1);
+        }
+        if !restore::alive(pid) {
+            let dir = std::fs::read_to_string(&ack).ok().and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("dir=").map(str::to_owned))
+            });
+            cleanup();
+            return match dir {
+                Some(d) if PathBuf::from(&d).join("inventory.img").exists() => {
+                    term.say(&format!("pid {pid} checkpointed to {d} and stopped"));
+                    term.print(&d);
+                    Ok(0)
+                }
+                Some(d) => Err(format!(
+                    "pid {pid} exited during the checkpoint and {d} holds no complete image"
+                )),
+                None => Err(format!(
+                    "pid {pid} exited without taking the request: is it a crac-criu program \
+                     (`use crac_criu as _;`)? A program without the handler dies of the signal"
+                )),
+            };
+        }
+        if started.elapsed() > timeout {
+            cleanup();
+            return Err(format!(
+                "pid {pid} did not answer within {:.0}s: is it a crac-criu program (`use \
+                 crac_criu as _;`) with CRAC_CHECKPOINT_SIGNAL unset?",
+                timeout.as_secs_f64()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn cmd_check(term: &mut Term<'_>) -> i32 {
+    let mut problems = 0;
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    term.print(&format!("ok      kernel {kernel}"));
+    match criu::find() {
+        Ok(c) => {
+            term.print(&format!(
+                "ok      criu {}.{}.{} at {}",
+                c.version.0,
+                c.version.1,
+                c.version.2,
+                c.path.display()
+            ));
+            match criu::run_check(&c) {
+                Ok(()) => term.print("ok      criu check: Looks good"),
+                Err(e) => {
+                    problems += 1;
+                    term.print(&format!("PROBLEM {e}"));
+                }
+            }
+        }
+        Err(e) => {
+            problems += 1;
+            term.print(&format!("PROBLEM {e}"));
+        }
+    }
+    match criu::check_privileges() {
+        Ok(()) => term.print("ok      privileges (root or CAP_CHECKPOINT_RESTORE+CAP_SYS_PTRACE)"),
+        Err(e) => {
+            problems += 1;
+            term.print(&format!("PROBLEM {e}"));
+        }
+    }
+    match std::process::Command::new("unshare")
+        .arg("--version")
+        .output()
+    {
+        Ok(o) if o.status.success() => {
+            term.print("ok      unshare found (for crac restore --pidns)")
+        }
+        _ => term.print(
+            "note    unshare (util-linux) not found: `crac restore --pidns` will not work; \
+             install util-linux",
+        ),
+    }
+    if problems == 0 {
+        term.print("checkpoints can work here");
+        0
+    } else {
+        term.print(&format!("{problems} problem(s)"));
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn restore_arguments() {
+        let (o, d) =
+            parse_restore(&args("/img --pidns --env A=1 -e B=x=y --pid-wait 2.5")).unwrap();
+        assert_eq!(o.image_dir, PathBuf::from("/img"));
+        assert!(o.pidns && !d);
+        assert_eq!(
+            o.env,
+            vec![("A".into(), "1".into()), ("B".into(), "x=y".into())]
+        );
+        assert_eq!(o.pid_wait, Duration::from_millis(2500));
+        assert!(
+            parse_restore(&args("--env A"))
+                .unwrap_err()
+                .contains("KEY=VALUE")
+        );
+        assert!(parse_restore(&args("/img --pid-wait x")).is_err());
+        assert!(
+            parse_restore(&args("--bogus"))
+                .unwrap_err()
+                .contains("unknown option")
+        );
+        assert!(parse_restore(&[]).unwrap_err().contains("image directory"));
+    }
+
+    #[test]
+    fn usage_errors_exit_2() {
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        let mut t = Term {
+            out: &mut o,
+            err: &mut e,
+        };
+        assert_eq!(run(&args("frobnicate"), &mut t), 2);
+        assert_eq!(run(&args("checkpoint notapid"), &mut t), 2);
+        assert!(String::from_utf8_lossy(&e).contains("unknown command `frobnicate`"));
+    }
+}

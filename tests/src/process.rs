@@ -1,0 +1,229 @@
+//! Running test programs and reading what they print, line by line, with timeouts.
+//!
+//! The test programs print `key=value` words per line (see `src/bin/criu_app.rs`); a test
+//! waits for a line with a given prefix and picks fields out of it. On a timeout the panic
+//! message carries every line the program printed, which is what one needs to debug it.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A running program whose stdout and stderr are read by background threads.
+pub struct Proc {
+    name: String,
+    child: Option<Child>,
+    lines: Receiver<String>,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    /// Starts `cmd` with stdout and stderr piped (stdin from `/dev/null`). Lines from stderr
+    /// are kept for diagnostics with a `stderr: ` prefix and are also matched.
+    pub fn spawn(name: &str, cmd: &mut Command) -> Proc {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({cmd:?}): {e}"));
+        let (tx, rx) = channel();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().expect("piped stdout");
+        let err = child.stderr.take().expect("piped stderr");
+        for (stream, prefix) in [
+            (Box::new(out) as Box<dyn std::io::Read + Send>, ""),
+            (Box::new(err), "stderr: "),
+        ] {
+            let tx = tx.clone();
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines() {
+                    let Ok(line) = line else { break };
+                    let line = format!("{prefix}{line}");
+                    seen.lock().unwrap().push(line.clone());
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Proc {
+            name: name.to_owned(),
+            child: Some(child),
+            lines: rx,
+            seen,
+        }
+    }
+
+    /// The pid of the started program (not of a process it restores).
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    /// Everything printed so far.
+    pub fn transcript(&self) -> String {
+        self.seen.lock().unwrap().join("\n")
+    }
+
+    /// Waits for the next line starting with `prefix` (skipping others) and returns it.
+    pub fn expect(&mut self, prefix: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(prefix) => return l,
+                Ok(_) => continue,
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "{}: no line starting with `{prefix}` within {timeout:?}; it printed:\n{}",
+                    self.name,
+                    self.transcript()
+                ),
+                Err(RecvTimeoutError::Disconnected) => panic!(
+                    "{}: ended without a line starting with `{prefix}`; it printed:\n{}",
+                    self.name,
+                    self.transcript()
+                ),
+            }
+        }
+    }
+
+    /// Waits for the program to end (panics after `timeout`, killing it).
+    pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let child = self.child.as_mut().expect("not waited yet");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                // Let the reader threads drain what is left.
+                std::thread::sleep(Duration::from_millis(20));
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                self.child = None;
+                panic!(
+                    "{} did not end within {timeout:?}; it printed:\n{}",
+                    self.name,
+                    self.transcript()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // Our own child only, by its handle.
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The value of `key=` in a line of `key=value` words.
+pub fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+}
+
+/// Like [`field`], panicking with the line when the key is missing.
+pub fn must<'a>(line: &'a str, key: &str) -> &'a str {
+    field(line, key).unwrap_or_else(|| panic!("no `{key}=` in `{line}`"))
+}
+
+/// The criu the tests use: `CRAC_CRIU`, which `scripts/test` sets after installing it.
+pub fn criu() -> PathBuf {
+    let p = std::env::var_os("CRAC_CRIU")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!(
+                "CRAC_CRIU is not set: these tests take real CRIU images; run them with \
+             scripts/test (as root), or export CRAC_CRIU=$(scripts/install-criu | tail -n1)"
+            )
+        });
+    assert!(
+        p.exists(),
+        "CRAC_CRIU={} does not exist; run scripts/install-criu",
+        p.display()
+    );
+    p
+}
+
+/// A fresh, private (`0700`) directory for one test, under the system temp dir; removed on
+/// drop unless `KEEP_IMAGES=1`.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates `$TMPDIR/crac-tests/<name>-<pid>-<n>`.
+    pub fn new(name: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let base = std::env::temp_dir().join("crac-tests");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&base)
+            .expect("create the tests' temp dir");
+        let p = base.join(format!("{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&p)
+            .expect("create a test dir");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        TempDir(p)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// A path inside it.
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("KEEP_IMAGES").is_none_or(|v| v != "1") {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A field of `/proc/PID/status` (e.g. `VmRSS`, `Threads`, `PPid`, `State`), trimmed.
+pub fn proc_status(pid: i32, key: &str) -> Option<String> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines().find_map(|l| {
+        l.strip_prefix(key)?
+            .strip_prefix(':')
+            .map(|v| v.trim().to_owned())
+    })
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie).
+pub fn alive(pid: i32) -> bool {
+    proc_status(pid, "State").is_some_and(|s| !s.starts_with('Z') && !s.starts_with('X'))
+}
+
+/// Total size of the files in `dir` whose names start with `prefix`.
+pub fn size_of_files(dir: &Path, prefix: &str) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
