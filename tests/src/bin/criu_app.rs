@@ -2,6 +2,7 @@
 //! registered resource, and a few behaviours chosen by environment variables.
 //!
 //! - `APP_MB` (default 200): size of the table built at start (every page touched).
+//! - `APP_COST` (default 1): rounds of mixing per table entry: how expensive the state is.
 //! - `APP_TRIGGER`: `auto` (default: checkpoint right after start) or `external` (wait for
 //!   `crac checkpoint PID`; the resource's hooks report the cycle).
 //! - `APP_CONNECT=1`: open a TCP connection to a local listener and hold it in a resource that
@@ -30,16 +31,27 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-fn build_table(mb: usize) -> Vec<u64> {
+fn wall_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos()
+}
+
+/// Builds `mb` MiB of state; `cost` rounds of mixing per 8-byte entry stand for how expensive
+/// the state is to compute (1: a plain memory fill, the case least favourable to a restore).
+fn build_table(mb: usize, cost: u32) -> Vec<u64> {
     BUILT.fetch_add(1, Ordering::SeqCst);
     let n = mb * 1024 * 1024 / 8;
     let mut v = Vec::with_capacity(n);
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     for _ in 0..n {
-        // xorshift64*: cheap, but the table still has to be built to know it.
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
+        for _ in 0..cost.max(1) {
+            // xorshift64: cheap, but the table still has to be built to know it.
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+        }
         v.push(x.wrapping_mul(0x2545_f491_4f6c_dd1d));
     }
     v
@@ -136,7 +148,11 @@ fn main() {
             .unwrap_or(300),
     );
     let t = Instant::now();
-    let table = build_table(mb);
+    let cost: u32 = std::env::var("APP_COST")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let table = build_table(mb, cost);
     let build_ms = t.elapsed().as_millis();
 
     // The second thread.
@@ -219,7 +235,14 @@ fn main() {
             drop(a);
             drop(l);
         }
+        say(&format!("checkpointing wall_ns={}", wall_ns()));
         let r = Core::checkpoint_restore();
+        // First work after the checkpoint returns: read the whole table.
+        say(&format!(
+            "first_work checksum={:016x} wall_ns={}",
+            checksum(&table),
+            wall_ns()
+        ));
         report(&r, &table, &app);
     }
 
