@@ -1,0 +1,109 @@
+//! The Kafka wire protocol, hand-written in layers: [`primitives`] (types and the
+//! [`ReadType`]/[`WriteType`] traits), [`header`] (request and response headers), one module per
+//! message under [`messages`], and [`record`] (record batch v2).
+//!
+//! A message type implements [`Request`] (with its response type, the versions this client
+//! speaks and from which version it is flexible). [`api::ApiVersionsTable`] picks the highest
+//! version both sides support. Adding a message (Fetch, JoinGroup, ...) is one file in
+//! `messages/` implementing the two traits.
+
+pub mod api;
+mod error;
+pub mod header;
+pub mod messages;
+pub mod primitives;
+pub mod record;
+
+pub use api::{ApiKey, ApiVersionsTable, VersionRange};
+pub use error::{DecodeError, ErrorCode};
+pub use header::{RequestHeader, ResponseHeader};
+pub use primitives::{ReadType, Reader, WriteType};
+
+/// A request message.
+pub trait Request {
+    /// Its API.
+    const API_KEY: ApiKey;
+    /// The lowest version this client encodes.
+    const MIN_VERSION: i16;
+    /// The highest version this client encodes.
+    const MAX_VERSION: i16;
+    /// The first flexible version (compact encodings, tagged fields).
+    const FLEXIBLE_FROM: i16;
+    /// The response to it.
+    type Response: Response;
+
+    /// Appends the body (without header) in `version`.
+    fn encode(&self, version: i16, out: &mut Vec<u8>);
+
+    /// The range this client speaks.
+    fn versions() -> VersionRange {
+        VersionRange {
+            min: Self::MIN_VERSION,
+            max: Self::MAX_VERSION,
+        }
+    }
+
+    /// Whether `version` is flexible.
+    fn is_flexible(version: i16) -> bool {
+        version >= Self::FLEXIBLE_FROM
+    }
+
+    /// The request header version for `version` (v2 when flexible, v1 otherwise).
+    fn request_header_version(version: i16) -> i16 {
+        if Self::is_flexible(version) { 2 } else { 1 }
+    }
+
+    /// The response header version for `version` (v1 when flexible, v0 otherwise).
+    /// ApiVersions overrides this: its response header is always v0.
+    fn response_header_version(version: i16) -> i16 {
+        if Self::is_flexible(version) { 1 } else { 0 }
+    }
+}
+
+/// A response message.
+pub trait Response: Sized {
+    /// Decodes the body (after the header) in `version`. Must consume the whole body.
+    fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError>;
+}
+
+/// Encodes a complete frame (4-byte size, header, body) for `request` in `version`.
+pub fn encode_frame<R: Request>(
+    request: &R,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<&str>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&[0; 4]);
+    RequestHeader {
+        api_key: R::API_KEY,
+        api_version: version,
+        correlation_id,
+        client_id: client_id.map(str::to_owned),
+    }
+    .encode(R::request_header_version(version), &mut out);
+    request.encode(version, &mut out);
+    let size = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    out
+}
+
+/// Decodes a response frame body (without the 4-byte size): checks the correlation id and
+/// decodes the body in `version`.
+pub fn decode_response<R: Request>(
+    frame: &[u8],
+    version: i16,
+    correlation_id: i32,
+) -> Result<R::Response, DecodeError> {
+    let mut r = Reader::new(frame);
+    let header = ResponseHeader::decode(&mut r, R::response_header_version(version))?;
+    if header.correlation_id != correlation_id {
+        return Err(DecodeError::CorrelationMismatch {
+            expected: correlation_id,
+            got: header.correlation_id,
+        });
+    }
+    let resp = R::Response::decode(&mut r, version)?;
+    r.expect_end()?;
+    Ok(resp)
+}
