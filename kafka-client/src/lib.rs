@@ -1,5 +1,27 @@
 //! A Kafka producer for Apache Kafka 4.x that takes part in Coordinated Restore at Checkpoint.
+//!
+//! Layers, from the wire up:
+//! - [`protocol`]: a hand-written codec (primitives, headers, one module per message, record
+//!   batch v2). Decoding untrusted frames never panics and never allocates beyond the bytes
+//!   present.
+//! - [`network`]: blocking TCP connections, the `NetworkClient` that owns them and every
+//!   in-flight request, and `Metadata`.
+//! - [`producer`]: the `Producer` API, `RecordAccumulator`, the `Sender` thread, Java's
+//!   default partitioner, idempotence, delivery reports, and the checkpoint hook.
+//!
+//! The crate depends on `crac-api` only; the application links an engine.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod error;
+pub mod network;
+pub mod producer;
 pub mod protocol;
+
+pub use error::{ProduceError, TimeoutError};
+pub use producer::checkpoint_error::CheckpointDrainError;
+pub use producer::{
+    Acks, ConfigError, DeliveryFuture, Producer, ProducerConfig, ProducerMetrics, ProducerRecord,
+    RecordMetadata,
+};
+pub use protocol::record::Header;

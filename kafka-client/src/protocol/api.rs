@@ -188,7 +188,10 @@ mod tests {
         let e = t
             .negotiate(ApiKey::Produce, VersionRange { min: 0, max: 2 })
             .unwrap_err();
-        assert!(e.to_string().contains("client speaks 0..=2, broker 3..=12"), "{e}");
+        assert!(
+            e.to_string().contains("client speaks 0..=2, broker 3..=12"),
+            "{e}"
+        );
         let e = t
             .negotiate(ApiKey::Metadata, VersionRange { min: 4, max: 12 })
             .unwrap_err();

@@ -301,7 +301,10 @@ mod tests {
         assert!(ErrorCode::NotLeaderOrFollower.is_retriable());
         assert!(ErrorCode::NotLeaderOrFollower.invalidates_metadata());
         assert!(!ErrorCode::MessageTooLarge.is_retriable());
-        assert_eq!(ErrorCode::from_i16(45).name(), "OUT_OF_ORDER_SEQUENCE_NUMBER");
+        assert_eq!(
+            ErrorCode::from_i16(45).name(),
+            "OUT_OF_ORDER_SEQUENCE_NUMBER"
+        );
         assert_eq!(ErrorCode::from_i16(999), ErrorCode::Unknown(999));
         assert!(ErrorCode::None.is_ok());
     }

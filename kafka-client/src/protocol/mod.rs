@@ -8,6 +8,7 @@
 //! `messages/` implementing the two traits.
 
 pub mod api;
+pub mod compression;
 mod error;
 pub mod header;
 pub mod messages;

@@ -4,8 +4,10 @@
 //! know the requested version answers in v0 with `UNSUPPORTED_VERSION` and lists the
 //! ApiVersions range it does support (KIP-511); the client then retries with that.
 
-use crate::protocol::primitives::{ReadType, Reader, UnsignedVarint, WriteExt, WriteType};
-use crate::protocol::{ApiKey, ApiVersionsTable, DecodeError, ErrorCode, Request, Response, VersionRange};
+use crate::protocol::primitives::{ReadType, Reader, WriteExt, WriteType};
+use crate::protocol::{
+    ApiKey, ApiVersionsTable, DecodeError, ErrorCode, Request, Response, VersionRange,
+};
 
 /// The request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,14 +160,22 @@ impl Response for ApiVersionsResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{decode_response, encode_frame, RequestHeader, ResponseHeader};
+    use crate::protocol::{RequestHeader, ResponseHeader, decode_response, encode_frame};
 
     fn sample() -> ApiVersionsResponse {
         ApiVersionsResponse {
             error_code: ErrorCode::None,
             api_keys: vec![
-                ApiVersion { api_key: 0, min_version: 3, max_version: 12 },
-                ApiVersion { api_key: 18, min_version: 0, max_version: 4 },
+                ApiVersion {
+                    api_key: 0,
+                    min_version: 3,
+                    max_version: 12,
+                },
+                ApiVersion {
+                    api_key: 18,
+                    min_version: 0,
+                    max_version: 4,
+                },
             ],
             throttle_time_ms: 5,
         }
@@ -177,8 +187,12 @@ mod tests {
             let req = ApiVersionsRequest::default();
             let frame = encode_frame(&req, v, 7, Some("c"));
             let mut r = Reader::new(&frame[4..]);
-            let h = RequestHeader::decode(&mut r, ApiVersionsRequest::request_header_version(v)).unwrap();
-            assert_eq!((h.api_key, h.api_version, h.correlation_id), (ApiKey::ApiVersions, v, 7));
+            let h = RequestHeader::decode(&mut r, ApiVersionsRequest::request_header_version(v))
+                .unwrap();
+            assert_eq!(
+                (h.api_key, h.api_version, h.correlation_id),
+                (ApiKey::ApiVersions, v, 7)
+            );
             let got = ApiVersionsRequest::decode(&mut r, v).unwrap();
             r.expect_end().unwrap();
             if v >= 3 {
@@ -199,7 +213,11 @@ mod tests {
             want.encode(v, &mut frame);
             let got = decode_response::<ApiVersionsRequest>(&frame, v, 3).unwrap();
             assert_eq!(got, want);
-            assert_eq!(got.table().negotiate(ApiKey::Produce, VersionRange { min: 3, max: 11 }), Ok(11));
+            assert_eq!(
+                got.table()
+                    .negotiate(ApiKey::Produce, VersionRange { min: 3, max: 11 }),
+                Ok(11)
+            );
         }
     }
 
@@ -209,13 +227,19 @@ mod tests {
         ResponseHeader { correlation_id: 1 }.encode(0, &mut frame);
         ApiVersionsResponse {
             error_code: ErrorCode::UnsupportedVersion,
-            api_keys: vec![ApiVersion { api_key: 18, min_version: 0, max_version: 2 }],
+            api_keys: vec![ApiVersion {
+                api_key: 18,
+                min_version: 0,
+                max_version: 2,
+            }],
             throttle_time_ms: 0,
         }
         .encode(0, &mut frame);
         let got = decode_response::<ApiVersionsRequest>(&frame, 4, 1).unwrap();
         assert_eq!(got.error_code, ErrorCode::UnsupportedVersion);
-        assert_eq!(got.table().get(ApiKey::ApiVersions), Some(VersionRange { min: 0, max: 2 }));
-        let _ = UnsignedVarint(0);
+        assert_eq!(
+            got.table().get(ApiKey::ApiVersions),
+            Some(VersionRange { min: 0, max: 2 })
+        );
     }
 }

@@ -288,15 +288,29 @@ pub(crate) mod tests {
         MetadataResponse {
             throttle_time_ms: 0,
             brokers: vec![
-                MetadataBroker { node_id: 1, host: "127.0.0.1".into(), port: 9092, rack: None },
-                MetadataBroker { node_id: 2, host: "localhost".into(), port: 9093, rack: Some("r1".into()) },
+                MetadataBroker {
+                    node_id: 1,
+                    host: "127.0.0.1".into(),
+                    port: 9092,
+                    rack: None,
+                },
+                MetadataBroker {
+                    node_id: 2,
+                    host: "localhost".into(),
+                    port: 9093,
+                    rack: Some("r1".into()),
+                },
             ],
             cluster_id: Some("abc".into()),
             controller_id: 1,
             topics: vec![MetadataTopic {
                 error_code: ErrorCode::None,
                 name: Some("t".into()),
-                topic_id: if version >= 10 { Uuid([3; 16]) } else { Uuid::default() },
+                topic_id: if version >= 10 {
+                    Uuid([3; 16])
+                } else {
+                    Uuid::default()
+                },
                 is_internal: false,
                 partitions: (0..3)
                     .map(|i| MetadataPartition {
@@ -317,8 +331,15 @@ pub(crate) mod tests {
     #[test]
     fn roundtrip_every_version() {
         for v in MetadataRequest::MIN_VERSION..=MetadataRequest::MAX_VERSION {
-            for topics in [None, Some(vec![]), Some(vec!["a".to_owned(), "bb".to_owned()])] {
-                let req = MetadataRequest { topics, allow_auto_topic_creation: true };
+            for topics in [
+                None,
+                Some(vec![]),
+                Some(vec!["a".to_owned(), "bb".to_owned()]),
+            ] {
+                let req = MetadataRequest {
+                    topics,
+                    allow_auto_topic_creation: true,
+                };
                 let mut buf = Vec::new();
                 req.encode(v, &mut buf);
                 let mut r = Reader::new(&buf);
@@ -333,7 +354,11 @@ pub(crate) mod tests {
             r.expect_end().unwrap();
             for cut in 0..buf.len() {
                 let mut r = Reader::new(&buf[..cut]);
-                assert!(MetadataResponse::decode(&mut r, v).and_then(|_| r.expect_end()).is_err());
+                assert!(
+                    MetadataResponse::decode(&mut r, v)
+                        .and_then(|_| r.expect_end())
+                        .is_err()
+                );
             }
         }
     }

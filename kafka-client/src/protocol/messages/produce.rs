@@ -275,11 +275,18 @@ pub(crate) mod tests {
                         log_append_time_ms: -1,
                         log_start_offset: -1,
                         record_errors: if version >= 8 {
-                            vec![RecordError { batch_index: 2, message: Some("bad".into()) }]
+                            vec![RecordError {
+                                batch_index: 2,
+                                message: Some("bad".into()),
+                            }]
                         } else {
                             vec![]
                         },
-                        error_message: if version >= 8 { Some("moved".into()) } else { None },
+                        error_message: if version >= 8 {
+                            Some("moved".into())
+                        } else {
+                            None
+                        },
                         current_leader: if version >= 10 { Some((3, 7)) } else { None },
                     },
                 ],
@@ -298,7 +305,10 @@ pub(crate) mod tests {
                 timeout_ms: 30_000,
                 topics: vec![TopicProduceData {
                     name: "t",
-                    partitions: vec![PartitionProduceData { index: 2, records: &batch }],
+                    partitions: vec![PartitionProduceData {
+                        index: 2,
+                        records: &batch,
+                    }],
                 }],
             };
             let mut buf = Vec::new();
@@ -315,7 +325,11 @@ pub(crate) mod tests {
             r.expect_end().unwrap();
             for cut in 0..buf.len() {
                 let mut r = Reader::new(&buf[..cut]);
-                assert!(ProduceResponse::decode(&mut r, v).and_then(|_| r.expect_end()).is_err());
+                assert!(
+                    ProduceResponse::decode(&mut r, v)
+                        .and_then(|_| r.expect_end())
+                        .is_err()
+                );
             }
         }
     }

@@ -474,7 +474,10 @@ mod tests {
         let hs = [
             Header::new("k", b"1"),
             Header::new("k", b"2"),
-            Header { key: "n", value: None },
+            Header {
+                key: "n",
+                value: None,
+            },
         ];
         let predicted = w.size_of(1000, Some(b"key"), Some(b"v"), &hs);
         let before = w.size();
@@ -483,7 +486,10 @@ mod tests {
         w.append(1005, None, None, &[]);
         w.seal(7, 1, 10);
         let b = &decode_batches(w.bytes()).unwrap()[0];
-        assert_eq!((b.producer_id, b.producer_epoch, b.base_sequence), (7, 1, 10));
+        assert_eq!(
+            (b.producer_id, b.producer_epoch, b.base_sequence),
+            (7, 1, 10)
+        );
         assert_eq!(b.last_offset_delta, 1);
         assert_eq!(b.max_timestamp, 1005);
         let h: Vec<_> = b.records[0]

@@ -65,7 +65,11 @@ impl FromStr for Compression {
             "snappy" => Compression::Snappy,
             "lz4" => Compression::Lz4,
             "zstd" => Compression::Zstd,
-            _ => return Err(format!("unknown codec {s:?} (none, gzip, snappy, lz4, zstd)")),
+            _ => {
+                return Err(format!(
+                    "unknown codec {s:?} (none, gzip, snappy, lz4, zstd)"
+                ));
+            }
         })
     }
 }

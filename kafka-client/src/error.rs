@@ -1,0 +1,113 @@
+//! What can go wrong with a record, typed, with what a user needs to act on it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::protocol::ErrorCode;
+
+/// Why a record was not delivered (or not accepted). Cloned to every record of a failed
+/// batch, so strings are shared.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProduceError {
+    /// The serialized record is larger than a limit (`max.request.size` or `buffer.memory`).
+    #[error("record of {size} bytes exceeds {limit_name}={limit}")]
+    RecordTooLarge {
+        /// Its serialized size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+        /// Which setting.
+        limit_name: &'static str,
+    },
+    /// `send()` waited `max.block.ms` without being able to accept the record.
+    #[error("send() blocked for max.block.ms={} ms waiting for {waiting_for}", .waited.as_millis())]
+    MaxBlockExceeded {
+        /// How long it waited.
+        waited: Duration,
+        /// For what: topic metadata, buffer memory, the end of a checkpoint.
+        waiting_for: Arc<str>,
+    },
+    /// The record was not acknowledged within `delivery.timeout.ms`.
+    #[error("record for {topic}-{partition} expired after delivery.timeout.ms={} ms{}", .after.as_millis(), last_error_suffix(.last_error))]
+    DeliveryTimeout {
+        /// Topic.
+        topic: Arc<str>,
+        /// Partition.
+        partition: i32,
+        /// The timeout.
+        after: Duration,
+        /// The last error seen while retrying, if any.
+        last_error: Option<Arc<str>>,
+    },
+    /// The broker refused the batch with a non-retriable error (or retries ran out).
+    #[error("broker rejected records for {topic}-{partition}: {code}{}", last_error_suffix(.message))]
+    Broker {
+        /// Topic.
+        topic: Arc<str>,
+        /// Partition.
+        partition: i32,
+        /// The error code.
+        code: ErrorCode,
+        /// The broker's message, if it gave one.
+        message: Option<Arc<str>>,
+    },
+    /// The explicit partition does not exist.
+    #[error("partition {partition} of topic {topic} does not exist (it has {partitions})")]
+    UnknownPartition {
+        /// Topic.
+        topic: Arc<str>,
+        /// Requested partition.
+        partition: i32,
+        /// Partition count.
+        partitions: usize,
+    },
+    /// The topic cannot be produced to (e.g. authorization failure or invalid name).
+    #[error("topic {topic}: {code}")]
+    Topic {
+        /// Topic.
+        topic: Arc<str>,
+        /// Error from the metadata.
+        code: ErrorCode,
+    },
+    /// The producer is closed (or was closed before the record could be delivered).
+    #[error("producer closed{}", last_error_suffix(.reason))]
+    Closed {
+        /// Why, when it was forced.
+        reason: Option<Arc<str>>,
+    },
+    /// A condition the producer cannot recover from by retrying (fenced, no common protocol
+    /// version with the broker).
+    #[error("fatal producer error: {0}")]
+    Fatal(Arc<str>),
+}
+
+fn last_error_suffix(e: &Option<Arc<str>>) -> String {
+    match e {
+        Some(e) => format!(" ({e})"),
+        None => String::new(),
+    }
+}
+
+impl ProduceError {
+    /// Whether retrying the same record later could succeed.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            ProduceError::MaxBlockExceeded { .. } | ProduceError::DeliveryTimeout { .. } => true,
+            ProduceError::Broker { code, .. } => code.is_retriable(),
+            _ => false,
+        }
+    }
+}
+
+/// `flush()` or `close()` did not finish in time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{operation} timed out after {} ms with {pending_records} record(s) not yet delivered", .after.as_millis())]
+pub struct TimeoutError {
+    /// `flush` or `close`.
+    pub operation: &'static str,
+    /// The timeout.
+    pub after: Duration,
+    /// Records still pending.
+    pub pending_records: usize,
+}

@@ -1,0 +1,524 @@
+//! `NetworkClient`: the one owner of every broker connection and every in-flight request.
+//!
+//! It is driven by a single thread (the producer's sender): `send` writes a request and
+//! remembers it with a caller context `T`; `handle_event` turns a reader thread's event into a
+//! [`Completion`] carrying that context back; `expire` and `disconnect` hand back the contexts
+//! of requests that will never be answered. That single place is what lets a checkpoint close
+//! every connection knowing exactly what was in flight.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use super::connection::{BrokerConnection, ConnectParams};
+use super::{Event, NetworkError};
+use crate::protocol::{ApiKey, Request, encode_frame};
+
+/// Connection settings (Java's names in the docs).
+#[derive(Debug, Clone)]
+pub struct NetworkConfig {
+    /// `client.id`.
+    pub client_id: String,
+    /// `request.timeout.ms`.
+    pub request_timeout: Duration,
+    /// `socket.connection.setup.timeout.ms`.
+    pub connect_timeout: Duration,
+    /// `reconnect.backoff.ms`.
+    pub reconnect_backoff: Duration,
+    /// `reconnect.backoff.max.ms`.
+    pub reconnect_backoff_max: Duration,
+    /// `max.in.flight.requests.per.connection`.
+    pub max_in_flight: usize,
+}
+
+/// A request waiting for its response.
+#[derive(Debug)]
+struct InFlight<T> {
+    correlation_id: i32,
+    api_key: ApiKey,
+    version: i16,
+    deadline: Instant,
+    context: T,
+}
+
+#[derive(Debug)]
+struct Node<T> {
+    host: String,
+    port: u16,
+    conn: Option<BrokerConnection>,
+    failures: u32,
+    next_attempt: Option<Instant>,
+    in_flight: VecDeque<InFlight<T>>,
+}
+
+/// What an event amounted to.
+#[derive(Debug)]
+pub enum Completion<T> {
+    /// The response to a request.
+    Response {
+        /// Node.
+        node_id: i32,
+        /// The caller's context given to `send`.
+        context: T,
+        /// API.
+        api_key: ApiKey,
+        /// Version the request was sent in.
+        version: i16,
+        /// Correlation id.
+        correlation_id: i32,
+        /// Frame body (response header included), for `protocol::decode_response`.
+        body: Vec<u8>,
+    },
+    /// A connection ended: these requests will not be answered.
+    Disconnected {
+        /// Node.
+        node_id: i32,
+        /// Contexts of the requests that were in flight, oldest first.
+        contexts: Vec<T>,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Owner of all connections. `T` is the caller's context of an in-flight request.
+#[derive(Debug)]
+pub struct NetworkClient<T> {
+    config: NetworkConfig,
+    events: Sender<Event>,
+    nodes: HashMap<i32, Node<T>>,
+    next_correlation_id: i32,
+    next_conn_id: u64,
+    seed: u64,
+}
+
+impl<T> NetworkClient<T> {
+    /// A client whose reader threads report on `events`.
+    pub fn new(config: NetworkConfig, events: Sender<Event>) -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+            | 1;
+        Self {
+            config,
+            events,
+            nodes: HashMap::new(),
+            next_correlation_id: 0,
+            next_conn_id: 0,
+            seed,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &NetworkConfig {
+        &self.config
+    }
+
+    /// Adds or updates a node's address. A changed address closes the old connection (its
+    /// in-flight contexts are returned).
+    pub fn set_node(&mut self, node_id: i32, host: &str, port: u16) -> Vec<T> {
+        if let Some(n) = self.nodes.get(&node_id) {
+            if n.host == host && n.port == port {
+                return Vec::new();
+            }
+            tracing::info!(node_id, old = %format!("{}:{}", n.host, n.port), new = %format!("{host}:{port}"), "broker address changed");
+        }
+        let lost = self.disconnect(node_id, "address changed");
+        self.nodes.insert(
+            node_id,
+            Node {
+                host: host.to_owned(),
+                port,
+                conn: None,
+                failures: 0,
+                next_attempt: None,
+                in_flight: VecDeque::new(),
+            },
+        );
+        lost
+    }
+
+    /// Removes every node whose id is not in `keep` (and closes its connection). Returns the
+    /// in-flight contexts of the removed ones.
+    pub fn retain_nodes(&mut self, keep: impl Fn(i32) -> bool) -> Vec<T> {
+        let gone: Vec<i32> = self.nodes.keys().copied().filter(|&id| !keep(id)).collect();
+        let mut lost = Vec::new();
+        for id in gone {
+            lost.extend(self.disconnect(id, "node left the cluster metadata"));
+            self.nodes.remove(&id);
+        }
+        lost
+    }
+
+    /// Known node ids.
+    pub fn node_ids(&self) -> Vec<i32> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// Whether a connection to the node is open.
+    pub fn is_connected(&self, node_id: i32) -> bool {
+        self.nodes.get(&node_id).is_some_and(|n| n.conn.is_some())
+    }
+
+    /// Whether a request can be sent to the node now (connected, under the in-flight limit).
+    pub fn is_ready(&self, node_id: i32) -> bool {
+        self.nodes
+            .get(&node_id)
+            .is_some_and(|n| n.conn.is_some() && n.in_flight.len() < self.config.max_in_flight)
+    }
+
+    /// Requests in flight to the node.
+    pub fn in_flight_count(&self, node_id: i32) -> usize {
+        self.nodes.get(&node_id).map_or(0, |n| n.in_flight.len())
+    }
+
+    /// Requests in flight in total.
+    pub fn total_in_flight(&self) -> usize {
+        self.nodes.values().map(|n| n.in_flight.len()).sum()
+    }
+
+    /// Open connections.
+    pub fn connection_count(&self) -> usize {
+        self.nodes.values().filter(|n| n.conn.is_some()).count()
+    }
+
+    /// Whether a connection attempt to the node is allowed now (not backing off).
+    pub fn can_attempt(&self, node_id: i32, now: Instant) -> bool {
+        self.nodes
+            .get(&node_id)
+            .is_some_and(|n| n.conn.is_none() && n.next_attempt.is_none_or(|t| now >= t))
+    }
+
+    /// Connects if not connected and not backing off. Blocks for at most the connect timeout
+    /// per address, plus one round trip for ApiVersions. Host names are resolved on every
+    /// attempt, so a restored process sees today's DNS.
+    pub fn connect(&mut self, node_id: i32, now: Instant) -> Result<(), NetworkError> {
+        let node = self
+            .nodes
+            .get(&node_id)
+            .ok_or(NetworkError::UnknownNode(node_id))?;
+        if node.conn.is_some() {
+            return Ok(());
+        }
+        if node.next_attempt.is_some_and(|t| now < t) {
+            return Err(NetworkError::NotReady(node_id));
+        }
+        let target = format!("{}:{}", node.host, node.port);
+        let result = resolve(&target).and_then(|addrs| {
+            self.next_conn_id += 1;
+            BrokerConnection::open(ConnectParams {
+                node_id,
+                conn_id: self.next_conn_id,
+                addrs: &addrs,
+                connect_timeout: self.config.connect_timeout,
+                request_timeout: self.config.request_timeout,
+                client_id: &self.config.client_id,
+                events: self.events.clone(),
+            })
+        });
+        let backoff = self.backoff(node_id);
+        let node = self.nodes.get_mut(&node_id).expect("checked above");
+        match result {
+            Ok(conn) => {
+                tracing::info!(node_id, addr = %conn.addr, "connected to broker");
+                node.conn = Some(conn);
+                node.failures = 0;
+                node.next_attempt = None;
+                Ok(())
+            }
+            Err(e) => {
+                node.failures = node.failures.saturating_add(1);
+                node.next_attempt = Some(Instant::now() + backoff);
+                tracing::warn!(node_id, target = %target, error = %e, backoff_ms = backoff.as_millis() as u64, "connection to broker failed");
+                Err(e)
+            }
+        }
+    }
+
+    /// Exponential backoff with ±20% jitter, like Java's `reconnect.backoff.*`.
+    fn backoff(&mut self, node_id: i32) -> Duration {
+        let failures = self.nodes.get(&node_id).map_or(0, |n| n.failures);
+        let base = self.config.reconnect_backoff.as_millis() as f64;
+        let max = self.config.reconnect_backoff_max.as_millis() as f64;
+        let exp = (base * 2f64.powi(failures.min(30) as i32)).min(max.max(base));
+        // xorshift: jitter needs no quality, only spread.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let jitter = 0.8 + 0.4 * ((self.seed % 1000) as f64 / 1000.0);
+        Duration::from_millis((exp * jitter) as u64)
+    }
+
+    /// Sends `request` to a ready node with the highest version both sides support. With
+    /// `expect_response` false (acks=0 produce) nothing is kept in flight and the context
+    /// is returned at once. On failure the context comes back with the error.
+    pub fn send<R: Request>(
+        &mut self,
+        node_id: i32,
+        request: &R,
+        context: T,
+        expect_response: bool,
+        now: Instant,
+    ) -> Result<(i32, Option<T>), (NetworkError, T)> {
+        let (version, correlation_id) = match self.begin::<R>(node_id) {
+            Ok(x) => x,
+            Err(e) => return Err((e, context)),
+        };
+        let frame = encode_frame(
+            request,
+            version,
+            correlation_id,
+            Some(&self.config.client_id),
+        );
+        self.send_frame(
+            node_id,
+            R::API_KEY,
+            version,
+            correlation_id,
+            &frame,
+            context,
+            expect_response,
+            now,
+        )
+    }
+
+    /// First half of a send whose request borrows from the context: checks the node is ready
+    /// and picks the version and correlation id. Encode the frame with them, then call
+    /// [`send_frame`](Self::send_frame).
+    pub fn begin<R: Request>(&mut self, node_id: i32) -> Result<(i16, i32), NetworkError> {
+        let node = self
+            .nodes
+            .get(&node_id)
+            .ok_or(NetworkError::UnknownNode(node_id))?;
+        let conn = node.conn.as_ref().ok_or(NetworkError::NotReady(node_id))?;
+        if node.in_flight.len() >= self.config.max_in_flight {
+            return Err(NetworkError::NotReady(node_id));
+        }
+        let version = conn
+            .versions
+            .negotiate(R::API_KEY, R::versions())
+            .map_err(|source| NetworkError::Version {
+                addr: conn.addr,
+                source,
+            })?;
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1) & i32::MAX;
+        Ok((version, correlation_id))
+    }
+
+    /// Second half of a send: writes the frame and records the request as in flight.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_frame(
+        &mut self,
+        node_id: i32,
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        frame: &[u8],
+        context: T,
+        expect_response: bool,
+        now: Instant,
+    ) -> Result<(i32, Option<T>), (NetworkError, T)> {
+        let timeout = self.config.request_timeout;
+        let Some(node) = self.nodes.get_mut(&node_id) else {
+            return Err((NetworkError::UnknownNode(node_id), context));
+        };
+        let Some(conn) = node.conn.as_mut() else {
+            return Err((NetworkError::NotReady(node_id), context));
+        };
+        if let Err(e) = conn.send_frame(frame) {
+            return Err((e, context));
+        }
+        tracing::trace!(node_id, api = %api_key, version, correlation_id, bytes = frame.len(), "request sent");
+        if expect_response {
+            node.in_flight.push_back(InFlight {
+                correlation_id,
+                api_key,
+                version,
+                deadline: now + timeout,
+                context,
+            });
+            Ok((correlation_id, None))
+        } else {
+            Ok((correlation_id, Some(context)))
+        }
+    }
+
+    /// Matches an event from a reader thread with its request.
+    pub fn handle_event(&mut self, event: Event) -> Option<Completion<T>> {
+        match event {
+            Event::Response {
+                node_id,
+                conn_id,
+                correlation_id,
+                body,
+                ..
+            } => {
+                let node = self.nodes.get_mut(&node_id)?;
+                if node.conn.as_ref().map(|c| c.conn_id) != Some(conn_id) {
+                    return None; // a late frame from a connection already closed
+                }
+                // Kafka answers the requests of one connection in order.
+                let expected = node.in_flight.front().map(|f| f.correlation_id);
+                if expected != Some(correlation_id) {
+                    let reason = format!(
+                        "response with correlation id {correlation_id}, expected {expected:?}"
+                    );
+                    let contexts = self.disconnect(node_id, &reason);
+                    return Some(Completion::Disconnected {
+                        node_id,
+                        contexts,
+                        reason,
+                    });
+                }
+                let f = node.in_flight.pop_front()?;
+                Some(Completion::Response {
+                    node_id,
+                    context: f.context,
+                    api_key: f.api_key,
+                    version: f.version,
+                    correlation_id,
+                    body,
+                })
+            }
+            Event::Disconnected {
+                node_id,
+                conn_id,
+                reason,
+            } => {
+                let node = self.nodes.get(&node_id)?;
+                if node.conn.as_ref().map(|c| c.conn_id) != Some(conn_id) {
+                    return None;
+                }
+                let contexts = self.disconnect(node_id, &reason);
+                Some(Completion::Disconnected {
+                    node_id,
+                    contexts,
+                    reason,
+                })
+            }
+            Event::Wakeup => None,
+        }
+    }
+
+    /// Closes the node's connection (the normal disconnect path: the reader thread is joined,
+    /// backoff starts) and returns the contexts of its in-flight requests, oldest first.
+    pub fn disconnect(&mut self, node_id: i32, reason: &str) -> Vec<T> {
+        let backoff = self.backoff(node_id);
+        let Some(node) = self.nodes.get_mut(&node_id) else {
+            return Vec::new();
+        };
+        if let Some(conn) = node.conn.take() {
+            tracing::info!(node_id, addr = %conn.addr, in_flight = node.in_flight.len(), reason, "disconnected from broker");
+            conn.close();
+            node.next_attempt = Some(Instant::now() + backoff.min(self.config.reconnect_backoff));
+        }
+        node.in_flight.drain(..).map(|f| f.context).collect()
+    }
+
+    /// Disconnects every node whose oldest request is past its deadline.
+    pub fn expire(&mut self, now: Instant) -> Vec<Completion<T>> {
+        let late: Vec<i32> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.in_flight.front().is_some_and(|f| now >= f.deadline))
+            .map(|(id, _)| *id)
+            .collect();
+        late.into_iter()
+            .map(|node_id| {
+                let reason = format!(
+                    "request timed out after {} ms",
+                    self.config.request_timeout.as_millis()
+                );
+                tracing::warn!(node_id, %reason, "disconnecting");
+                let contexts = self.disconnect(node_id, &reason);
+                Completion::Disconnected {
+                    node_id,
+                    contexts,
+                    reason,
+                }
+            })
+            .collect()
+    }
+
+    /// Closes every connection (checkpoint, close). Returns what was in flight.
+    pub fn close_all(&mut self, reason: &str) -> Vec<T> {
+        let ids: Vec<i32> = self.nodes.keys().copied().collect();
+        let mut lost = Vec::new();
+        for id in ids {
+            lost.extend(self.disconnect(id, reason));
+            if let Some(n) = self.nodes.get_mut(&id) {
+                n.next_attempt = None;
+                n.failures = 0;
+            }
+        }
+        lost
+    }
+
+    /// Forgets every node (re-bootstrap after a restore).
+    pub fn clear_nodes(&mut self) -> Vec<T> {
+        let lost = self.close_all("re-bootstrap");
+        self.nodes.clear();
+        lost
+    }
+
+    /// The earliest instant something needs attention: an in-flight deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.nodes
+            .values()
+            .filter_map(|n| n.in_flight.front().map(|f| f.deadline))
+            .min()
+    }
+
+    /// When the node may be tried again, if it is backing off.
+    pub fn next_attempt(&self, node_id: i32) -> Option<Instant> {
+        self.nodes.get(&node_id).and_then(|n| n.next_attempt)
+    }
+
+    /// The ready node with the fewest requests in flight among `candidates`, else one that may
+    /// be connected now.
+    pub fn least_loaded(&self, candidates: &[i32], now: Instant) -> Option<i32> {
+        candidates
+            .iter()
+            .copied()
+            .filter(|&id| self.is_ready(id))
+            .min_by_key(|&id| self.in_flight_count(id))
+            .or_else(|| {
+                candidates
+                    .iter()
+                    .copied()
+                    .find(|&id| self.can_attempt(id, now))
+            })
+    }
+
+    /// Shifts every deadline by `by` (after a restore whose monotonic clock jumped).
+    pub fn rebase(&mut self, by: Duration) {
+        for n in self.nodes.values_mut() {
+            for f in &mut n.in_flight {
+                f.deadline += by;
+            }
+            if let Some(t) = n.next_attempt.as_mut() {
+                *t += by;
+            }
+        }
+    }
+}
+
+/// Resolves `host:port` now.
+pub fn resolve(target: &str) -> Result<Vec<SocketAddr>, NetworkError> {
+    let addrs: Vec<SocketAddr> = target
+        .to_socket_addrs()
+        .map_err(|e| NetworkError::Resolve {
+            host: target.to_owned(),
+            reason: e.to_string(),
+        })?
+        .collect();
+    if addrs.is_empty() {
+        return Err(NetworkError::Resolve {
+            host: target.to_owned(),
+            reason: "no addresses".into(),
+        });
+    }
+    Ok(addrs)
+}

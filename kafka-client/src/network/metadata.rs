@@ -1,0 +1,345 @@
+//! `Metadata`: the client's view of the cluster (brokers, partitions, leaders) and when to
+//! refresh it.
+//!
+//! Refreshes happen on demand (a new topic, a leadership error, an unknown leader), when the
+//! view is older than `metadata.max.age.ms`, and from scratch after a restore (bootstrap
+//! servers resolved again). Leader changes are logged as tracing events.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::protocol::ErrorCode;
+use crate::protocol::messages::{MetadataRequest, MetadataResponse};
+
+/// One partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// Leader broker, if there is one.
+    pub leader: Option<i32>,
+    /// Leader epoch.
+    pub leader_epoch: i32,
+    /// Partition error from the last refresh.
+    pub error: ErrorCode,
+}
+
+/// One topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    /// Topic error from the last refresh (e.g. `UNKNOWN_TOPIC_OR_PARTITION`).
+    pub error: ErrorCode,
+    /// Partitions by index.
+    pub partitions: Vec<PartitionInfo>,
+}
+
+/// A broker's advertised address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddress {
+    /// Host.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+}
+
+/// A snapshot of the cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cluster {
+    /// Cluster id.
+    pub cluster_id: Option<String>,
+    /// Brokers by id.
+    pub brokers: HashMap<i32, BrokerAddress>,
+    /// Topics by name.
+    pub topics: HashMap<Arc<str>, TopicInfo>,
+}
+
+impl Cluster {
+    /// The leader of a partition, if known.
+    pub fn leader(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.topics
+            .get(topic)?
+            .partitions
+            .get(usize::try_from(partition).ok()?)?
+            .leader
+            .filter(|id| self.brokers.contains_key(id))
+    }
+}
+
+/// A parsed `host:port` of `bootstrap.servers`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootstrapServer {
+    /// Host name or address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+}
+
+/// The cluster view and its refresh policy. Owned by the sender thread.
+#[derive(Debug)]
+pub struct Metadata {
+    bootstrap: Vec<BootstrapServer>,
+    cluster: Cluster,
+    topics: HashSet<Arc<str>>,
+    max_age: Duration,
+    refresh_backoff: Duration,
+    last_refresh: Option<Instant>,
+    last_attempt: Option<Instant>,
+    need_update: bool,
+    bootstrapped: bool,
+    version: u64,
+}
+
+impl Metadata {
+    /// A view that knows only the bootstrap servers.
+    pub fn new(
+        bootstrap: Vec<BootstrapServer>,
+        max_age: Duration,
+        refresh_backoff: Duration,
+    ) -> Self {
+        Self {
+            bootstrap,
+            cluster: Cluster::default(),
+            topics: HashSet::new(),
+            max_age,
+            refresh_backoff,
+            last_refresh: None,
+            last_attempt: None,
+            need_update: true,
+            bootstrapped: false,
+            version: 0,
+        }
+    }
+
+    /// The bootstrap servers.
+    pub fn bootstrap_servers(&self) -> &[BootstrapServer] {
+        &self.bootstrap
+    }
+
+    /// The current view.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// Increments with every applied response.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Whether a response from the real cluster has been applied since the last bootstrap.
+    pub fn is_bootstrapped(&self) -> bool {
+        self.bootstrapped
+    }
+
+    /// Adds a topic of interest; a refresh is requested if it is new.
+    pub fn add_topic(&mut self, topic: &str) {
+        if !self.topics.contains(topic) {
+            self.topics.insert(Arc::from(topic));
+            self.need_update = true;
+        }
+    }
+
+    /// Asks for a refresh at the next opportunity (after the refresh backoff).
+    pub fn request_update(&mut self) {
+        self.need_update = true;
+    }
+
+    /// Forgets the cluster: the next refresh goes to the bootstrap servers, resolved again.
+    /// Topics of interest are kept.
+    pub fn rebootstrap(&mut self) {
+        self.cluster.brokers.clear();
+        self.bootstrapped = false;
+        self.need_update = true;
+        self.last_attempt = None;
+    }
+
+    /// Whether a refresh is due at `now`.
+    pub fn update_due(&self, now: Instant) -> bool {
+        self.time_to_update(now) == Duration::ZERO
+    }
+
+    /// How long until a refresh is due.
+    pub fn time_to_update(&self, now: Instant) -> Duration {
+        let expire = match self.last_refresh {
+            _ if self.need_update => Duration::ZERO,
+            None => Duration::ZERO,
+            Some(t) => (t + self.max_age).saturating_duration_since(now),
+        };
+        let backoff = self.last_attempt.map_or(Duration::ZERO, |t| {
+            (t + self.refresh_backoff).saturating_duration_since(now)
+        });
+        expire.max(backoff)
+    }
+
+    /// The request for the topics of interest.
+    pub fn request(&mut self, now: Instant, allow_auto_topic_creation: bool) -> MetadataRequest {
+        self.last_attempt = Some(now);
+        let mut topics: Vec<String> = self.topics.iter().map(|t| t.to_string()).collect();
+        topics.sort();
+        MetadataRequest {
+            topics: Some(topics),
+            allow_auto_topic_creation,
+        }
+    }
+
+    /// A refresh failed (no answer): try again after the backoff.
+    pub fn failed_attempt(&mut self, now: Instant) {
+        self.last_attempt = Some(now);
+        self.need_update = true;
+    }
+
+    /// Applies a response; returns whether any leader changed.
+    pub fn update(&mut self, resp: &MetadataResponse, now: Instant) -> bool {
+        let mut changed = false;
+        let mut cluster = Cluster {
+            cluster_id: resp.cluster_id.clone(),
+            brokers: resp
+                .brokers
+                .iter()
+                .filter_map(|b| {
+                    let port = u16::try_from(b.port).ok()?;
+                    Some((
+                        b.node_id,
+                        BrokerAddress {
+                            host: b.host.clone(),
+                            port,
+                        },
+                    ))
+                })
+                .collect(),
+            topics: HashMap::new(),
+        };
+        let mut retry_soon = false;
+        for t in &resp.topics {
+            let Some(name) = t.name.as_deref() else {
+                continue;
+            };
+            let name: Arc<str> = self
+                .topics
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| Arc::from(name));
+            let mut partitions: Vec<PartitionInfo> = Vec::with_capacity(t.partitions.len());
+            let mut sorted: Vec<_> = t.partitions.iter().collect();
+            sorted.sort_by_key(|p| p.partition_index);
+            for p in sorted {
+                // Partitions are dense from 0; a gap means a broken answer: skip the topic.
+                if p.partition_index as usize != partitions.len() {
+                    break;
+                }
+                let leader = (p.leader_id >= 0).then_some(p.leader_id);
+                if leader.is_none() || !p.error_code.is_ok() {
+                    retry_soon = true;
+                }
+                partitions.push(PartitionInfo {
+                    leader,
+                    leader_epoch: p.leader_epoch,
+                    error: p.error_code,
+                });
+            }
+            if !t.error_code.is_ok() {
+                retry_soon = true;
+            }
+            if let Some(old) = self.cluster.topics.get(&name) {
+                for (i, p) in partitions.iter().enumerate() {
+                    let before = old.partitions.get(i).and_then(|o| o.leader);
+                    if before != p.leader {
+                        changed = true;
+                        tracing::info!(topic = %name, partition = i, from = ?before, to = ?p.leader, epoch = p.leader_epoch, "partition leader changed");
+                    }
+                }
+                if old.partitions.len() != partitions.len() {
+                    tracing::info!(topic = %name, from = old.partitions.len(), to = partitions.len(), "partition count changed");
+                }
+            } else if t.error_code.is_ok() {
+                tracing::debug!(topic = %name, partitions = partitions.len(), "topic metadata loaded");
+            }
+            cluster.topics.insert(
+                name,
+                TopicInfo {
+                    error: t.error_code,
+                    partitions,
+                },
+            );
+        }
+        self.cluster = cluster;
+        self.version += 1;
+        self.last_refresh = Some(now);
+        self.last_attempt = Some(now);
+        self.need_update = retry_soon;
+        self.bootstrapped = true;
+        changed
+    }
+
+    /// Shifts timestamps by `by` (after a restore whose monotonic clock jumped).
+    pub fn rebase(&mut self, by: Duration) {
+        if let Some(t) = self.last_refresh.as_mut() {
+            *t += by;
+        }
+        if let Some(t) = self.last_attempt.as_mut() {
+            *t += by;
+        }
+    }
+}
+
+/// Parses `bootstrap.servers` (`host:port,host:port`, IPv6 as `[addr]:port`).
+pub fn parse_bootstrap(s: &str) -> Result<Vec<BootstrapServer>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (host, port) = part
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{part:?} has no port (expected host:port)"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("{part:?} has an invalid port"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(format!("{part:?} has no host"));
+        }
+        out.push(BootstrapServer {
+            host: host.to_owned(),
+            port,
+        });
+    }
+    if out.is_empty() {
+        return Err("no servers given".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bootstrap_parsing() {
+        let v = parse_bootstrap("127.0.0.1:9092, localhost:1,[::1]:3").unwrap();
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[2].host, "::1");
+        assert!(parse_bootstrap("").is_err());
+        assert!(parse_bootstrap("host").is_err());
+        assert!(parse_bootstrap("host:x").is_err());
+    }
+
+    #[test]
+    fn update_and_leader_changes() {
+        let mut m = Metadata::new(
+            parse_bootstrap("127.0.0.1:1").unwrap(),
+            Duration::from_secs(300),
+            Duration::from_millis(100),
+        );
+        m.add_topic("t");
+        let now = Instant::now();
+        assert!(m.update_due(now));
+        let resp = crate::protocol::messages::metadata::tests::sample(12);
+        assert!(!m.update(&resp, now));
+        assert_eq!(m.cluster().leader("t", 1), Some(2));
+        assert!(!m.update_due(now));
+        let mut moved = resp.clone();
+        moved.topics[0].partitions[1].leader_id = 1;
+        assert!(m.update(&moved, now));
+        assert_eq!(m.cluster().leader("t", 1), Some(1));
+        assert_eq!(m.cluster().leader("t", 9), None);
+        m.request_update();
+        assert!(!m.update_due(now));
+        assert!(m.update_due(now + Duration::from_millis(100)));
+    }
+}

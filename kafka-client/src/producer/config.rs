@@ -1,0 +1,592 @@
+//! Producer configuration with the Java client's keys and defaults, as a typed builder and as
+//! `key=value` properties.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::network::metadata::{BootstrapServer, parse_bootstrap};
+use crate::protocol::record::Compression;
+
+/// A configuration key or value the producer cannot accept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid producer config {key}={value:?}: {reason}")]
+pub struct ConfigError {
+    /// The key.
+    pub key: String,
+    /// The value given.
+    pub value: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn new(key: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
+        Self {
+            key: key.to_owned(),
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `acks`: how many replicas must have a record before the broker acknowledges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Acks {
+    /// `0`: no acknowledgement; the record counts as sent once written to the socket.
+    None,
+    /// `1`: the leader has it.
+    Leader,
+    /// `all` / `-1`: every in-sync replica has it. The default.
+    #[default]
+    All,
+}
+
+impl Acks {
+    /// The wire value.
+    pub fn as_i16(self) -> i16 {
+        match self {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+}
+
+impl FromStr for Acks {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "0" => Ok(Acks::None),
+            "1" => Ok(Acks::Leader),
+            "all" | "-1" => Ok(Acks::All),
+            _ => Err("expected 0, 1, all or -1".into()),
+        }
+    }
+}
+
+impl fmt::Display for Acks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Acks::None => "0",
+            Acks::Leader => "1",
+            Acks::All => "all",
+        })
+    }
+}
+
+/// Every setting of the producer. Build it with [`ProducerConfig::new`] and the setters, or
+/// from properties with [`ProducerConfig::from_properties`]; [`ProducerConfig::set`] takes one
+/// `key, value` pair the way Java's `Properties` does.
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    /// `bootstrap.servers`.
+    pub bootstrap_servers: Vec<BootstrapServer>,
+    /// `client.id`.
+    pub client_id: String,
+    /// `acks` (default all).
+    pub acks: Acks,
+    /// `linger.ms` (default 5).
+    pub linger: Duration,
+    /// `batch.size` (default 16384).
+    pub batch_size: usize,
+    /// `buffer.memory` (default 32 MiB).
+    pub buffer_memory: usize,
+    /// `max.block.ms` (default 60000): how long `send()` and `flush()`-free waits block.
+    pub max_block: Duration,
+    /// `request.timeout.ms` (default 30000).
+    pub request_timeout: Duration,
+    /// `delivery.timeout.ms` (default 120000).
+    pub delivery_timeout: Duration,
+    /// `retries` (default 2147483647).
+    pub retries: u32,
+    /// `retry.backoff.ms` (default 100).
+    pub retry_backoff: Duration,
+    /// `retry.backoff.max.ms` (default 1000).
+    pub retry_backoff_max: Duration,
+    /// `max.in.flight.requests.per.connection` (default 5).
+    pub max_in_flight: usize,
+    /// `enable.idempotence` (default true).
+    pub enable_idempotence: bool,
+    /// `compression.type` (default none).
+    pub compression: Compression,
+    /// `max.request.size` (default 1 MiB).
+    pub max_request_size: usize,
+    /// `metadata.max.age.ms` (default 300000).
+    pub metadata_max_age: Duration,
+    /// `partitioner.ignore.keys` (default false).
+    pub partitioner_ignore_keys: bool,
+    /// `reconnect.backoff.ms` (default 50).
+    pub reconnect_backoff: Duration,
+    /// `reconnect.backoff.max.ms` (default 1000).
+    pub reconnect_backoff_max: Duration,
+    /// `socket.connection.setup.timeout.ms` (default 10000).
+    pub connect_timeout: Duration,
+    /// `allow.auto.create.topics` (default true, as in Java's producer).
+    pub allow_auto_create_topics: bool,
+    /// `checkpoint.drain.timeout.ms` (default 30000): how long `before_checkpoint` waits for
+    /// every accepted record to be acknowledged.
+    pub checkpoint_drain_timeout: Duration,
+    /// `crac.register` (default true): register in the global CRaC context.
+    pub crac_register: bool,
+    explicit_idempotence: bool,
+    explicit: Vec<&'static str>,
+}
+
+/// Every key [`ProducerConfig::set`] accepts.
+pub const KEYS: &[&str] = &[
+    "bootstrap.servers",
+    "client.id",
+    "acks",
+    "linger.ms",
+    "batch.size",
+    "buffer.memory",
+    "max.block.ms",
+    "request.timeout.ms",
+    "delivery.timeout.ms",
+    "retries",
+    "retry.backoff.ms",
+    "retry.backoff.max.ms",
+    "max.in.flight.requests.per.connection",
+    "enable.idempotence",
+    "compression.type",
+    "max.request.size",
+    "metadata.max.age.ms",
+    "partitioner.ignore.keys",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+    "socket.connection.setup.timeout.ms",
+    "allow.auto.create.topics",
+    "checkpoint.drain.timeout.ms",
+    "crac.register",
+];
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        Self {
+            bootstrap_servers: Vec::new(),
+            client_id: String::new(),
+            acks: Acks::All,
+            linger: Duration::from_millis(5),
+            batch_size: 16384,
+            buffer_memory: 32 * 1024 * 1024,
+            max_block: Duration::from_millis(60_000),
+            request_timeout: Duration::from_millis(30_000),
+            delivery_timeout: Duration::from_millis(120_000),
+            retries: i32::MAX as u32,
+            retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_millis(1000),
+            max_in_flight: 5,
+            enable_idempotence: true,
+            compression: Compression::None,
+            max_request_size: 1024 * 1024,
+            metadata_max_age: Duration::from_millis(300_000),
+            partitioner_ignore_keys: false,
+            reconnect_backoff: Duration::from_millis(50),
+            reconnect_backoff_max: Duration::from_millis(1000),
+            connect_timeout: Duration::from_millis(10_000),
+            allow_auto_create_topics: true,
+            checkpoint_drain_timeout: Duration::from_millis(30_000),
+            crac_register: true,
+            explicit_idempotence: false,
+            explicit: Vec::new(),
+        }
+    }
+}
+
+fn parse_ms(key: &str, v: &str) -> Result<Duration, ConfigError> {
+    v.trim()
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| ConfigError::new(key, v, "expected a non-negative number of milliseconds"))
+}
+
+fn parse_num<T: FromStr>(key: &str, v: &str, min: T) -> Result<T, ConfigError>
+where
+    T: PartialOrd + fmt::Display + Copy,
+{
+    let n: T = v
+        .trim()
+        .parse()
+        .map_err(|_| ConfigError::new(key, v, "expected a number"))?;
+    if n < min {
+        return Err(ConfigError::new(key, v, format!("must be at least {min}")));
+    }
+    Ok(n)
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ConfigError::new(key, v, "expected true or false")),
+    }
+}
+
+impl ProducerConfig {
+    /// Defaults, with `bootstrap.servers` (e.g. `"127.0.0.1:9092,127.0.0.1:9093"`).
+    pub fn new(bootstrap_servers: &str) -> Result<Self, ConfigError> {
+        let mut c = Self::default();
+        c.set("bootstrap.servers", bootstrap_servers)?;
+        Ok(c)
+    }
+
+    /// Reads `key=value` pairs (Java's producer keys).
+    pub fn from_properties<K, V>(
+        props: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self, ConfigError>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut c = Self::default();
+        for (k, v) in props {
+            c.set(k.as_ref(), v.as_ref())?;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Reads a Java `.properties`-style text: `key=value` lines, `#` and `!` comments.
+    pub fn from_properties_text(text: &str) -> Result<Self, ConfigError> {
+        let mut pairs = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                continue;
+            }
+            let (k, v) = line
+                .split_once('=')
+                .or_else(|| line.split_once(':'))
+                .ok_or_else(|| ConfigError::new(line, "", "expected key=value"))?;
+            pairs.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+        Self::from_properties(pairs)
+    }
+
+    /// Sets one key from its string value, as in Java properties. An unknown key or a bad
+    /// value is an error naming both.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, ConfigError> {
+        let v = value;
+        match key {
+            "bootstrap.servers" => {
+                self.bootstrap_servers =
+                    parse_bootstrap(v).map_err(|r| ConfigError::new(key, v, r))?
+            }
+            "client.id" => self.client_id = v.to_owned(),
+            "acks" => self.acks = v.parse().map_err(|r: String| ConfigError::new(key, v, r))?,
+            "linger.ms" => self.linger = parse_ms(key, v)?,
+            "batch.size" => self.batch_size = parse_num(key, v, 0usize)?,
+            "buffer.memory" => self.buffer_memory = parse_num(key, v, 1usize)?,
+            "max.block.ms" => self.max_block = parse_ms(key, v)?,
+            "request.timeout.ms" => self.request_timeout = parse_ms(key, v)?,
+            "delivery.timeout.ms" => self.delivery_timeout = parse_ms(key, v)?,
+            "retries" => self.retries = parse_num(key, v, 0u32)?,
+            "retry.backoff.ms" => self.retry_backoff = parse_ms(key, v)?,
+            "retry.backoff.max.ms" => self.retry_backoff_max = parse_ms(key, v)?,
+            "max.in.flight.requests.per.connection" => {
+                self.max_in_flight = parse_num(key, v, 1usize)?
+            }
+            "enable.idempotence" => {
+                self.enable_idempotence = parse_bool(key, v)?;
+                self.explicit_idempotence = true;
+            }
+            "compression.type" => {
+                let c: Compression = v.parse().map_err(|r: String| ConfigError::new(key, v, r))?;
+                if !c.is_supported() {
+                    return Err(ConfigError::new(
+                        key,
+                        v,
+                        "this build supports compression.type=none only",
+                    ));
+                }
+                self.compression = c;
+            }
+            "max.request.size" => self.max_request_size = parse_num(key, v, 1usize)?,
+            "metadata.max.age.ms" => self.metadata_max_age = parse_ms(key, v)?,
+            "partitioner.ignore.keys" => self.partitioner_ignore_keys = parse_bool(key, v)?,
+            "reconnect.backoff.ms" => self.reconnect_backoff = parse_ms(key, v)?,
+            "reconnect.backoff.max.ms" => self.reconnect_backoff_max = parse_ms(key, v)?,
+            "socket.connection.setup.timeout.ms" => self.connect_timeout = parse_ms(key, v)?,
+            "allow.auto.create.topics" => self.allow_auto_create_topics = parse_bool(key, v)?,
+            "checkpoint.drain.timeout.ms" => self.checkpoint_drain_timeout = parse_ms(key, v)?,
+            "crac.register" => self.crac_register = parse_bool(key, v)?,
+            _ => {
+                return Err(ConfigError::new(
+                    key,
+                    v,
+                    "unknown key (see kafka_client::producer::config::KEYS)",
+                ));
+            }
+        }
+        if let Some(k) = KEYS.iter().find(|k| **k == key) {
+            if !self.explicit.contains(k) {
+                self.explicit.push(k);
+            }
+        }
+        Ok(self)
+    }
+
+    /// Checks the combination, like Java's `ProducerConfig` does. Idempotence, when not set
+    /// explicitly, is switched off by settings that contradict it (`acks` other than all,
+    /// `retries=0`, more than 5 in flight); set explicitly, the contradiction is an error.
+    pub fn validate(&mut self) -> Result<(), ConfigError> {
+        if self.bootstrap_servers.is_empty() {
+            return Err(ConfigError::new("bootstrap.servers", "", "required"));
+        }
+        if self.enable_idempotence {
+            let conflict = if self.acks != Acks::All {
+                Some(("acks", self.acks.to_string(), "idempotence needs acks=all"))
+            } else if self.retries == 0 {
+                Some(("retries", "0".to_owned(), "idempotence needs retries > 0"))
+            } else if self.max_in_flight > 5 {
+                Some((
+                    "max.in.flight.requests.per.connection",
+                    self.max_in_flight.to_string(),
+                    "idempotence needs at most 5 requests in flight",
+                ))
+            } else {
+                None
+            };
+            if let Some((key, value, reason)) = conflict {
+                if self.explicit_idempotence {
+                    return Err(ConfigError::new(
+                        key,
+                        value,
+                        format!("{reason} (enable.idempotence=true was set)"),
+                    ));
+                }
+                tracing::info!(key, value = %value, "idempotence disabled by a conflicting setting");
+                self.enable_idempotence = false;
+            }
+        }
+        let min_delivery = self.linger + self.request_timeout;
+        if self.delivery_timeout < min_delivery {
+            return Err(ConfigError::new(
+                "delivery.timeout.ms",
+                self.delivery_timeout.as_millis(),
+                format!(
+                    "must be at least linger.ms + request.timeout.ms = {}",
+                    min_delivery.as_millis()
+                ),
+            ));
+        }
+        if self.max_request_size < 128 {
+            return Err(ConfigError::new(
+                "max.request.size",
+                self.max_request_size,
+                "too small to hold a record batch",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Keys set explicitly (by `set` or a builder method).
+    pub fn explicit_keys(&self) -> &[&'static str] {
+        &self.explicit
+    }
+
+    fn mark(&mut self, key: &'static str) -> &mut Self {
+        if !self.explicit.contains(&key) {
+            self.explicit.push(key);
+        }
+        self
+    }
+
+    /// `client.id`.
+    pub fn client_id(mut self, id: impl Into<String>) -> Self {
+        self.client_id = id.into();
+        self.mark("client.id");
+        self
+    }
+
+    /// `acks`.
+    pub fn acks(mut self, acks: Acks) -> Self {
+        self.acks = acks;
+        self.mark("acks");
+        self
+    }
+
+    /// `linger.ms`.
+    pub fn linger(mut self, d: Duration) -> Self {
+        self.linger = d;
+        self.mark("linger.ms");
+        self
+    }
+
+    /// `batch.size`.
+    pub fn batch_size(mut self, bytes: usize) -> Self {
+        self.batch_size = bytes;
+        self.mark("batch.size");
+        self
+    }
+
+    /// `buffer.memory`.
+    pub fn buffer_memory(mut self, bytes: usize) -> Self {
+        self.buffer_memory = bytes.max(1);
+        self.mark("buffer.memory");
+        self
+    }
+
+    /// `max.block.ms`.
+    pub fn max_block(mut self, d: Duration) -> Self {
+        self.max_block = d;
+        self.mark("max.block.ms");
+        self
+    }
+
+    /// `request.timeout.ms`.
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = d;
+        self.mark("request.timeout.ms");
+        self
+    }
+
+    /// `delivery.timeout.ms`.
+    pub fn delivery_timeout(mut self, d: Duration) -> Self {
+        self.delivery_timeout = d;
+        self.mark("delivery.timeout.ms");
+        self
+    }
+
+    /// `retries`.
+    pub fn retries(mut self, n: u32) -> Self {
+        self.retries = n;
+        self.mark("retries");
+        self
+    }
+
+    /// `retry.backoff.ms`.
+    pub fn retry_backoff(mut self, d: Duration) -> Self {
+        self.retry_backoff = d;
+        self.mark("retry.backoff.ms");
+        self
+    }
+
+    /// `max.in.flight.requests.per.connection`.
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n.max(1);
+        self.mark("max.in.flight.requests.per.connection");
+        self
+    }
+
+    /// `enable.idempotence`.
+    pub fn enable_idempotence(mut self, on: bool) -> Self {
+        self.enable_idempotence = on;
+        self.explicit_idempotence = true;
+        self.mark("enable.idempotence");
+        self
+    }
+
+    /// `max.request.size`.
+    pub fn max_request_size(mut self, bytes: usize) -> Self {
+        self.max_request_size = bytes;
+        self.mark("max.request.size");
+        self
+    }
+
+    /// `metadata.max.age.ms`.
+    pub fn metadata_max_age(mut self, d: Duration) -> Self {
+        self.metadata_max_age = d;
+        self.mark("metadata.max.age.ms");
+        self
+    }
+
+    /// `partitioner.ignore.keys`.
+    pub fn partitioner_ignore_keys(mut self, on: bool) -> Self {
+        self.partitioner_ignore_keys = on;
+        self.mark("partitioner.ignore.keys");
+        self
+    }
+
+    /// `reconnect.backoff.ms` and `reconnect.backoff.max.ms`.
+    pub fn reconnect_backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.reconnect_backoff = base;
+        self.reconnect_backoff_max = max;
+        self.mark("reconnect.backoff.ms");
+        self
+    }
+
+    /// `checkpoint.drain.timeout.ms`.
+    pub fn checkpoint_drain_timeout(mut self, d: Duration) -> Self {
+        self.checkpoint_drain_timeout = d;
+        self.mark("checkpoint.drain.timeout.ms");
+        self
+    }
+
+    /// `crac.register`.
+    pub fn crac_register(mut self, on: bool) -> Self {
+        self.crac_register = on;
+        self.mark("crac.register");
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_defaults() {
+        let c = ProducerConfig::from_properties([("bootstrap.servers", "127.0.0.1:9092")]).unwrap();
+        assert_eq!(c.acks, Acks::All);
+        assert_eq!(c.linger, Duration::from_millis(5));
+        assert_eq!(c.batch_size, 16384);
+        assert_eq!(c.buffer_memory, 33_554_432);
+        assert_eq!(c.max_block, Duration::from_secs(60));
+        assert_eq!(c.delivery_timeout, Duration::from_secs(120));
+        assert_eq!(c.max_in_flight, 5);
+        assert!(c.enable_idempotence);
+        assert_eq!(c.max_request_size, 1_048_576);
+    }
+
+    #[test]
+    fn errors_name_key_and_value() {
+        let e = ProducerConfig::from_properties([("bootstrap.servers", "h:1"), ("acks", "2")])
+            .unwrap_err();
+        assert_eq!((e.key.as_str(), e.value.as_str()), ("acks", "2"));
+        assert!(e.to_string().contains("acks=\"2\""), "{e}");
+        let e = ProducerConfig::from_properties([("bootstrap.servers", "h:1"), ("lingr.ms", "5")])
+            .unwrap_err();
+        assert!(e.reason.contains("unknown key"));
+        let e = ProducerConfig::from_properties([("linger.ms", "-1")]).unwrap_err();
+        assert_eq!(e.key, "linger.ms");
+        let e = ProducerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("compression.type", "zstd"),
+        ])
+        .unwrap_err();
+        assert!(e.reason.contains("none only"), "{e}");
+        let e = ProducerConfig::from_properties([("acks", "1")]).unwrap_err();
+        assert_eq!(e.key, "bootstrap.servers");
+    }
+
+    #[test]
+    fn idempotence_conflicts() {
+        let c =
+            ProducerConfig::from_properties([("bootstrap.servers", "h:1"), ("acks", "1")]).unwrap();
+        assert!(!c.enable_idempotence);
+        let e = ProducerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("acks", "1"),
+            ("enable.idempotence", "true"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.key, "acks");
+        let e = ProducerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("delivery.timeout.ms", "1000"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.key, "delivery.timeout.ms");
+    }
+
+    #[test]
+    fn properties_text() {
+        let c = ProducerConfig::from_properties_text(
+            "# a comment\nbootstrap.servers = 127.0.0.1:9092\nacks=-1\nlinger.ms=0\n\n",
+        )
+        .unwrap();
+        assert_eq!(c.linger, Duration::ZERO);
+        assert!(c.explicit_keys().contains(&"linger.ms"));
+    }
+}

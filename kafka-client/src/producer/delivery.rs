@@ -1,0 +1,234 @@
+//! Delivery reports: a handle per record that can be waited on or awaited, and callbacks.
+//!
+//! All records of a batch share one [`BatchResult`] (like Java's `ProduceRequestResult`), so a
+//! handle costs no allocation: it is the shared result plus the record's index and timestamp.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::record::RecordMetadata;
+use crate::error::ProduceError;
+
+/// A callback invoked once per record with its outcome, on the producer's I/O thread: keep it
+/// short (hand work to another thread).
+pub type Callback = Box<dyn FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static>;
+
+/// How a batch ended: base offset and log-append time, or an error.
+pub(crate) type BatchOutcome = Result<(i64, i64), ProduceError>;
+
+#[derive(Default)]
+struct State {
+    outcome: Option<BatchOutcome>,
+    wakers: Vec<Waker>,
+}
+
+/// The shared outcome of one batch.
+pub(crate) struct BatchResult {
+    topic: Arc<str>,
+    partition: i32,
+    state: Mutex<State>,
+    done: Condvar,
+}
+
+impl std::fmt::Debug for BatchResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BatchResult({}-{})", self.topic, self.partition)
+    }
+}
+
+impl BatchResult {
+    pub(crate) fn new(topic: Arc<str>, partition: i32) -> Arc<Self> {
+        Arc::new(Self {
+            topic,
+            partition,
+            state: Mutex::new(State::default()),
+            done: Condvar::new(),
+        })
+    }
+
+    /// Records the outcome once and wakes every waiter.
+    pub(crate) fn complete(&self, outcome: BatchOutcome) {
+        let wakers = {
+            let mut s = self.state.lock();
+            if s.outcome.is_some() {
+                return;
+            }
+            s.outcome = Some(outcome);
+            std::mem::take(&mut s.wakers)
+        };
+        self.done.notify_all();
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    pub(crate) fn metadata(
+        &self,
+        outcome: &BatchOutcome,
+        index: i32,
+        timestamp: i64,
+    ) -> Result<RecordMetadata, ProduceError> {
+        match outcome {
+            Ok((base, log_append_time)) => Ok(RecordMetadata {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                offset: if *base < 0 { -1 } else { base + index as i64 },
+                timestamp: if *log_append_time >= 0 {
+                    *log_append_time
+                } else {
+                    timestamp
+                },
+            }),
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Inner {
+    Pending {
+        result: Arc<BatchResult>,
+        index: i32,
+        timestamp: i64,
+    },
+}
+
+/// The delivery report of one record: [`wait`](Self::wait) for it, poll it with
+/// [`wait_timeout`](Self::wait_timeout), or `.await` it (it is a `Future` and needs no
+/// particular async runtime).
+#[derive(Debug)]
+#[must_use = "a delivery report tells whether the record was delivered"]
+pub struct DeliveryFuture {
+    inner: Inner,
+}
+
+impl DeliveryFuture {
+    pub(crate) fn pending(result: Arc<BatchResult>, index: i32, timestamp: i64) -> Self {
+        Self {
+            inner: Inner::Pending {
+                result,
+                index,
+                timestamp,
+            },
+        }
+    }
+
+    /// Whether the outcome is known.
+    pub fn is_done(&self) -> bool {
+        match &self.inner {
+            Inner::Pending { result, .. } => result.state.lock().outcome.is_some(),
+        }
+    }
+
+    /// Blocks until the record is acknowledged or has failed.
+    pub fn wait(self) -> Result<RecordMetadata, ProduceError> {
+        match self.wait_until(None) {
+            Ok(r) => r,
+            Err(_) => unreachable!("no deadline"),
+        }
+    }
+
+    /// Blocks at most `timeout`; gives the handle back if the outcome is not known by then.
+    pub fn wait_timeout(
+        self,
+        timeout: Duration,
+    ) -> Result<Result<RecordMetadata, ProduceError>, Self> {
+        self.wait_until(Instant::now().checked_add(timeout))
+    }
+
+    fn wait_until(
+        self,
+        deadline: Option<Instant>,
+    ) -> Result<Result<RecordMetadata, ProduceError>, Self> {
+        match self.inner {
+            Inner::Pending {
+                ref result,
+                index,
+                timestamp,
+            } => {
+                let mut s = result.state.lock();
+                loop {
+                    if let Some(o) = &s.outcome {
+                        return Ok(result.metadata(o, index, timestamp));
+                    }
+                    match deadline {
+                        None => result.done.wait(&mut s),
+                        Some(d) => {
+                            if result.done.wait_until(&mut s, d).timed_out() && s.outcome.is_none()
+                            {
+                                drop(s);
+                                return Err(self);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Future for DeliveryFuture {
+    type Output = Result<RecordMetadata, ProduceError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        match &mut this.inner {
+            Inner::Pending {
+                result,
+                index,
+                timestamp,
+            } => {
+                let mut s = result.state.lock();
+                if let Some(o) = &s.outcome {
+                    return Poll::Ready(result.metadata(o, *index, *timestamp));
+                }
+                if !s.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                    s.wakers.push(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn wait_poll_and_timeout() {
+        let r = BatchResult::new(Arc::from("t"), 3);
+        let f = DeliveryFuture::pending(r.clone(), 2, 77);
+        let f = f.wait_timeout(Duration::from_millis(10)).unwrap_err();
+        let mut f = Box::pin(f);
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(f.as_mut().poll(&mut cx).is_pending());
+        assert!(f.as_mut().poll(&mut cx).is_pending());
+        let r2 = r.clone();
+        let t = std::thread::spawn(move || r2.complete(Ok((100, -1))));
+        t.join().unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        let Poll::Ready(Ok(md)) = f.as_mut().poll(&mut cx) else {
+            panic!()
+        };
+        assert_eq!((md.partition, md.offset, md.timestamp), (3, 102, 77));
+        let md = DeliveryFuture::pending(r, 0, 1).wait().unwrap();
+        assert_eq!(md.offset, 100);
+    }
+}

@@ -1,0 +1,297 @@
+//! The producer: [`Producer`] (the API), [`config`] (Java-compatible settings),
+//! `accumulator` (`RecordAccumulator`), `sender` (the I/O thread), [`partitioner`],
+//! [`delivery`] (reports), `checkpoint` (the CRaC resource) and `metrics`.
+
+mod accumulator;
+mod checkpoint;
+/// The error `before_checkpoint` returns.
+pub mod checkpoint_error {
+    pub use super::checkpoint::CheckpointDrainError;
+}
+pub mod config;
+pub mod delivery;
+mod metrics;
+pub mod partitioner;
+mod record;
+mod sender;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use self::accumulator::{AccumulatorConfig, RecordAccumulator};
+use self::checkpoint::CheckpointState;
+pub use self::config::{Acks, ConfigError, ProducerConfig};
+pub use self::delivery::{Callback, DeliveryFuture};
+use self::metrics::Counters;
+pub use self::metrics::ProducerMetrics;
+pub use self::record::{ProducerRecord, RecordMetadata};
+use self::sender::{Command, Sender};
+use crate::error::{ProduceError, TimeoutError};
+use crate::network::{Event, NetworkClient, NetworkConfig};
+
+static NEXT_CLIENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A Kafka producer. Cheap to clone (all clones share one sender thread); thread-safe.
+///
+/// ```no_run
+/// use kafka_client::producer::{Producer, ProducerConfig, ProducerRecord};
+/// use kafka_client::protocol::record::Header;
+///
+/// let producer = Producer::new(ProducerConfig::new("127.0.0.1:9092")?)?;
+/// let headers = [Header::new("trace", b"abc")];
+/// let report = producer.send(
+///     ProducerRecord::new("events").key(b"user-1").value(b"hello").headers(&headers),
+/// )?;
+/// let md = report.wait()?; // or `report.await` in async code
+/// println!("{}-{}@{}", md.topic, md.partition, md.offset);
+/// producer.close(std::time::Duration::from_secs(30))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// By default the producer registers itself (weakly) in the global CRaC context at
+/// [`crac_api::Priority::Network`]: before a checkpoint it stops accepting records
+/// (`send()` waits), delivers everything it accepted, and closes every connection; after a
+/// restore it re-bootstraps, takes a new producer id and goes on. `crac.register=false`
+/// switches that off.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<ProducerInner>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("client_id", &self.inner.config.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct ProducerInner {
+    config: ProducerConfig,
+    acc: Arc<RecordAccumulator>,
+    commands: mpsc::Sender<Command>,
+    events: mpsc::Sender<Event>,
+    wake_pending: Arc<AtomicBool>,
+    counters: Arc<Counters>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    checkpoint: CheckpointState,
+}
+
+impl Producer {
+    /// Starts a producer: validates the configuration and starts the sender thread. Nothing
+    /// connects until the first record (or metadata request) needs it.
+    pub fn new(mut config: ProducerConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        if config.client_id.is_empty() {
+            config.client_id = format!("producer-{}", NEXT_CLIENT.fetch_add(1, Ordering::Relaxed));
+        }
+        let (events_tx, events_rx) = mpsc::channel();
+        let (commands_tx, commands_rx) = mpsc::channel();
+        let counters = Arc::new(Counters::default());
+        let wake_pending = Arc::new(AtomicBool::new(false));
+        let wake = {
+            let tx = events_tx.clone();
+            let pending = wake_pending.clone();
+            Box::new(move || {
+                if !pending.swap(true, Ordering::AcqRel) {
+                    let _ = tx.send(Event::Wakeup);
+                }
+            })
+        };
+        let acc = Arc::new(RecordAccumulator::new(
+            AccumulatorConfig {
+                batch_size: config.batch_size,
+                linger: config.linger,
+                buffer_memory: config.buffer_memory,
+                max_block: config.max_block,
+                max_request_size: config.max_request_size,
+                compression: config.compression,
+                ignore_keys: config.partitioner_ignore_keys,
+            },
+            counters.clone(),
+            wake,
+        ));
+        let client = NetworkClient::new(
+            NetworkConfig {
+                client_id: config.client_id.clone(),
+                request_timeout: config.request_timeout,
+                connect_timeout: config.connect_timeout,
+                reconnect_backoff: config.reconnect_backoff,
+                reconnect_backoff_max: config.reconnect_backoff_max,
+                max_in_flight: config.max_in_flight,
+            },
+            events_tx.clone(),
+        );
+        let sender = Sender::new(
+            config.clone(),
+            acc.clone(),
+            client,
+            events_rx,
+            commands_rx,
+            counters.clone(),
+            wake_pending.clone(),
+        );
+        let thread = std::thread::Builder::new()
+            .name(format!("kafka-producer-{}", config.client_id))
+            .spawn(move || sender.run())
+            .map_err(|e| ConfigError {
+                key: "client.id".into(),
+                value: config.client_id.clone(),
+                reason: format!("cannot start the sender thread: {e}"),
+            })?;
+        let inner = Arc::new(ProducerInner {
+            config,
+            acc,
+            commands: commands_tx,
+            events: events_tx,
+            wake_pending,
+            counters,
+            thread: Mutex::new(Some(thread)),
+            checkpoint: CheckpointState::default(),
+        });
+        if inner.config.crac_register {
+            crac_api::Core::global_context()
+                .register_with_priority(&inner, crac_api::Priority::Network);
+        }
+        tracing::info!(client_id = %inner.config.client_id, idempotence = inner.config.enable_idempotence, acks = %inner.config.acks, "producer started");
+        Ok(Self { inner })
+    }
+
+    /// Starts a producer from Java-style `key=value` properties.
+    pub fn from_properties<K: AsRef<str>, V: AsRef<str>>(
+        props: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self, ConfigError> {
+        Self::new(ProducerConfig::from_properties(props)?)
+    }
+
+    /// The configuration in force (after validation).
+    pub fn config(&self) -> &ProducerConfig {
+        &self.inner.config
+    }
+
+    /// Accepts a record and returns its delivery report. Blocks (up to `max.block.ms`) while
+    /// the topic's metadata is unknown, `buffer.memory` is full, or a checkpoint is running.
+    /// The record is serialized before this returns; its buffers can be reused at once.
+    pub fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture, ProduceError> {
+        self.inner.acc.append(&record, None).map_err(|(e, _)| e)
+    }
+
+    /// Like [`send`](Self::send), with a callback run on the producer's I/O thread once the
+    /// record is acknowledged or has failed. When `send_with_callback` itself returns an error,
+    /// the callback is not called.
+    pub fn send_with_callback(
+        &self,
+        record: ProducerRecord<'_>,
+        callback: impl FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static,
+    ) -> Result<(), ProduceError> {
+        self.inner
+            .acc
+            .append(&record, Some(Box::new(callback)))
+            .map(drop)
+            .map_err(|(e, _)| e)
+    }
+
+    /// Sends everything accepted so far at once (ignoring `linger.ms`) and blocks until each
+    /// of those records is acknowledged or failed.
+    pub fn flush(&self) -> Result<(), TimeoutError> {
+        self.flush_until(None, Duration::MAX)
+    }
+
+    /// [`flush`](Self::flush) with a bound.
+    pub fn flush_timeout(&self, timeout: Duration) -> Result<(), TimeoutError> {
+        self.flush_until(Instant::now().checked_add(timeout), timeout)
+    }
+
+    fn flush_until(
+        &self,
+        deadline: Option<Instant>,
+        timeout: Duration,
+    ) -> Result<(), TimeoutError> {
+        let id = self.inner.acc.begin_flush();
+        self.inner.wake();
+        self.inner
+            .acc
+            .await_flush(id, deadline)
+            .map_err(|pending| TimeoutError {
+                operation: "flush",
+                after: timeout,
+                pending_records: pending,
+            })
+    }
+
+    /// Stops accepting records, delivers what was accepted within `timeout`, fails the rest
+    /// with [`ProduceError::Closed`], and stops the I/O thread. Every accepted record gets its
+    /// report either way. Later calls (and clones) return at once.
+    pub fn close(&self, timeout: Duration) -> Result<(), TimeoutError> {
+        self.inner.close(timeout)
+    }
+
+    /// Counters: records sent and failed, retries, requests in flight, buffer bytes in use.
+    pub fn metrics(&self) -> ProducerMetrics {
+        self.inner.counters.snapshot()
+    }
+
+    /// Records accepted and not yet acknowledged or failed.
+    pub fn pending_records(&self) -> usize {
+        self.inner.acc.incomplete_records()
+    }
+
+    /// The producer as a CRaC resource (to register in a context of your own when
+    /// `crac.register=false`).
+    pub fn as_resource(&self) -> Arc<dyn crac_api::Resource> {
+        self.inner.clone()
+    }
+}
+
+impl ProducerInner {
+    fn wake(&self) {
+        if !self.wake_pending.swap(true, Ordering::AcqRel) {
+            let _ = self.events.send(Event::Wakeup);
+        }
+    }
+
+    fn command(&self, c: Command) -> bool {
+        let ok = self.commands.send(c).is_ok();
+        self.wake();
+        ok
+    }
+
+    fn close(&self, timeout: Duration) -> Result<(), TimeoutError> {
+        let Some(thread) = self.thread.lock().take() else {
+            return Ok(());
+        };
+        let pending = self.acc.incomplete_records();
+        tracing::info!(client_id = %self.config.client_id, pending, timeout_ms = timeout.as_millis() as u64, "closing producer");
+        self.acc.close(None);
+        // A checkpoint gate left closed must not keep the close from draining.
+        self.acc.resume();
+        self.command(Command::Close {
+            deadline: Instant::now().checked_add(timeout),
+        });
+        let _ = thread.join();
+        if pending > 0
+            && self.counters.records_failed.load(Ordering::Relaxed) > 0
+            && !self.acc.all_complete()
+        {
+            return Err(TimeoutError {
+                operation: "close",
+                after: timeout,
+                pending_records: self.acc.incomplete_records(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ProducerInner {
+    fn drop(&mut self) {
+        // Dropping without close(): deliver within delivery.timeout.ms, as records would
+        // expire by then anyway.
+        let _ = self.close(self.config.delivery_timeout);
+    }
+}

@@ -1,0 +1,954 @@
+//! The `Sender`: the producer's one I/O thread.
+//!
+//! It owns the `NetworkClient` (every connection and in-flight request), the `Metadata` and
+//! the idempotence state, and loops: apply commands, refresh metadata, get a producer id,
+//! expire old batches, drain the accumulator into Produce requests, wait for the next event
+//! (a response, a disconnect, a wake-up from `send()`), handle it. Because everything that
+//! touches the network happens here, a checkpoint is a command to this thread: drain, close
+//! every connection, wait; and a restore is another: re-bootstrap, new producer id, go on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender as ChannelSender};
+use std::time::{Duration, Instant};
+
+use super::accumulator::{ProducerBatch, RecordAccumulator};
+use super::config::{Acks, ProducerConfig};
+use super::metrics::Counters;
+use crate::error::ProduceError;
+use crate::network::{Completion, Event, Metadata, NetworkClient, NetworkError};
+use crate::protocol::messages::{
+    InitProducerIdRequest, MetadataRequest, ProduceRequest, ProduceResponse,
+    produce::{PartitionProduceData, TopicProduceData},
+};
+use crate::protocol::{ApiKey, ErrorCode, decode_response, encode_frame};
+
+/// What the producer's API asks of the sender thread.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Before a checkpoint: deliver everything, then close every connection.
+    Drain {
+        deadline: Instant,
+        reply: ChannelSender<Result<(), String>>,
+    },
+    /// After a restore (or an aborted checkpoint): shift deadlines, and if the connections
+    /// were closed for an image, re-bootstrap and take a new producer id.
+    Restore {
+        shift: Duration,
+        reply: ChannelSender<()>,
+    },
+    /// Deliver what was accepted within the deadline, fail the rest, stop.
+    Close { deadline: Option<Instant> },
+}
+
+/// What an in-flight request was.
+#[derive(Debug)]
+pub(crate) enum RequestContext {
+    Produce(Vec<ProducerBatch>),
+    Metadata,
+    InitProducerId,
+}
+
+/// Idempotence state of one partition.
+#[derive(Debug, Default)]
+struct PartitionSequence {
+    /// Sequence for the next new batch.
+    next: i32,
+    /// Sequence the broker expects next (everything before it is acknowledged).
+    acked_next: i32,
+    /// Batches in flight.
+    in_flight: usize,
+    /// Node they went to.
+    node: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ProducerId {
+    /// Idempotence off.
+    Disabled,
+    /// A fresh id is needed (start, restore, after a reset once nothing is in flight).
+    Needed,
+    /// Reset requested: wait for in-flight produce requests, then `Needed`.
+    ResetPending,
+    Ready {
+        id: i64,
+        epoch: i16,
+    },
+    Fatal(Arc<str>),
+}
+
+#[derive(Debug)]
+enum Phase {
+    Running,
+    Draining {
+        deadline: Instant,
+        reply: ChannelSender<Result<(), String>>,
+    },
+    /// Connections closed for a checkpoint: no network activity until `Restore`.
+    Checkpointed,
+    Closing {
+        deadline: Option<Instant>,
+    },
+}
+
+pub(crate) struct Sender {
+    config: ProducerConfig,
+    acc: Arc<RecordAccumulator>,
+    client: NetworkClient<RequestContext>,
+    metadata: Metadata,
+    events: Receiver<Event>,
+    commands: Receiver<Command>,
+    counters: Arc<Counters>,
+    wake_pending: Arc<AtomicBool>,
+    pid: ProducerId,
+    pid_in_flight: bool,
+    pid_retry_at: Option<Instant>,
+    metadata_in_flight: bool,
+    sequences: HashMap<(Arc<str>, i32), PartitionSequence>,
+    produce_in_flight: usize,
+    phase: Phase,
+}
+
+fn next_sequence(seq: i32, count: usize) -> i32 {
+    // Sequences wrap to 0 after i32::MAX, as the broker expects.
+    ((seq as i64 + count as i64) % (i32::MAX as i64 + 1)) as i32
+}
+
+impl Sender {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: ProducerConfig,
+        acc: Arc<RecordAccumulator>,
+        client: NetworkClient<RequestContext>,
+        events: Receiver<Event>,
+        commands: Receiver<Command>,
+        counters: Arc<Counters>,
+        wake_pending: Arc<AtomicBool>,
+    ) -> Self {
+        let metadata = Metadata::new(
+            config.bootstrap_servers.clone(),
+            config.metadata_max_age,
+            config.retry_backoff,
+        );
+        let pid = if config.enable_idempotence {
+            ProducerId::Needed
+        } else {
+            ProducerId::Disabled
+        };
+        Self {
+            config,
+            acc,
+            client,
+            metadata,
+            events,
+            commands,
+            counters,
+            wake_pending,
+            pid,
+            pid_in_flight: false,
+            pid_retry_at: None,
+            metadata_in_flight: false,
+            sequences: HashMap::new(),
+            produce_in_flight: 0,
+            phase: Phase::Running,
+        }
+    }
+
+    /// The thread's body.
+    pub fn run(mut self) {
+        let _span =
+            tracing::info_span!("kafka_sender", client_id = %self.config.client_id).entered();
+        tracing::debug!("sender started");
+        loop {
+            let now = Instant::now();
+            self.apply_commands(now);
+            if matches!(self.phase, Phase::Checkpointed) {
+                self.wait(Duration::from_secs(3600));
+                continue;
+            }
+            for t in self.acc.take_wanted_topics() {
+                self.metadata.add_topic(&t);
+            }
+            self.ensure_bootstrap_nodes();
+            self.maybe_update_metadata(now);
+            self.maybe_init_producer_id(now);
+            self.expire(now);
+            let next_ready = self.send_produce(now);
+            if self.check_phase(now) {
+                break;
+            }
+            let timeout = self.poll_timeout(now, next_ready);
+            self.wait(timeout);
+            for c in self.client.expire(Instant::now()) {
+                self.on_completion(c);
+            }
+            self.counters
+                .in_flight
+                .store(self.client.total_in_flight() as u64, Ordering::Relaxed);
+        }
+        let lost = self.client.close_all("producer closed");
+        for ctx in lost {
+            if let RequestContext::Produce(batches) = ctx {
+                for b in batches {
+                    self.fail(
+                        b,
+                        ProduceError::Closed {
+                            reason: Some(Arc::from("closed before the broker answered")),
+                        },
+                    );
+                }
+            }
+        }
+        tracing::debug!("sender stopped");
+    }
+
+    fn wait(&mut self, timeout: Duration) {
+        let first = match self.events.recv_timeout(timeout) {
+            Ok(e) => Some(e),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => None,
+        };
+        let mut next = first;
+        while let Some(ev) = next {
+            if matches!(ev, Event::Wakeup) {
+                self.wake_pending.store(false, Ordering::Release);
+            } else if let Some(c) = self.client.handle_event(ev) {
+                self.on_completion(c);
+            }
+            next = self.events.try_recv().ok();
+        }
+    }
+
+    fn apply_commands(&mut self, now: Instant) {
+        while let Ok(cmd) = self.commands.try_recv() {
+            match cmd {
+                Command::Drain { deadline, reply } => {
+                    tracing::info!(
+                        records = self.acc.incomplete_records(),
+                        "checkpoint: draining"
+                    );
+                    self.acc.set_drain_all(true);
+                    self.phase = Phase::Draining { deadline, reply };
+                }
+                Command::Restore { shift, reply } => {
+                    self.restore(shift, now);
+                    let _ = reply.send(());
+                }
+                Command::Close { deadline } => {
+                    self.acc.set_drain_all(true);
+                    if let Phase::Draining { reply, .. } =
+                        std::mem::replace(&mut self.phase, Phase::Closing { deadline })
+                    {
+                        let _ = reply.send(Err("producer closed during the drain".into()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn restore(&mut self, shift: Duration, now: Instant) {
+        if !shift.is_zero() {
+            tracing::info!(
+                shift_ms = shift.as_millis() as u64,
+                "rebasing deadlines by the frozen time"
+            );
+            self.acc.rebase(shift);
+            self.client.rebase(shift);
+            self.metadata.rebase(shift);
+        }
+        if matches!(self.phase, Phase::Checkpointed) {
+            // The cluster may have changed while we were an image, and clones of one image
+            // must not share a producer id.
+            self.client.clear_nodes();
+            self.metadata.rebootstrap();
+            self.metadata_in_flight = false;
+            if self.pid != ProducerId::Disabled {
+                self.pid = ProducerId::Needed;
+                self.pid_in_flight = false;
+                self.pid_retry_at = None;
+                self.sequences.clear();
+                self.acc.clear_sequences();
+            }
+            tracing::info!("restored: re-bootstrapping metadata and taking a new producer id");
+            self.phase = Phase::Running;
+        }
+        let _ = now;
+    }
+
+    /// Registers the bootstrap servers as nodes (negative ids, as in Java) until the first
+    /// metadata answer names the real brokers.
+    fn ensure_bootstrap_nodes(&mut self) {
+        if self.metadata.is_bootstrapped() {
+            return;
+        }
+        let servers = self.metadata.bootstrap_servers().to_vec();
+        for (i, s) in servers.iter().enumerate() {
+            let id = -(i as i32) - 1;
+            let lost = self.client.set_node(id, &s.host, s.port);
+            self.requeue_lost(lost);
+        }
+    }
+
+    fn candidate_nodes(&self) -> Vec<i32> {
+        if self.metadata.is_bootstrapped() && !self.metadata.cluster().brokers.is_empty() {
+            let mut v: Vec<i32> = self.metadata.cluster().brokers.keys().copied().collect();
+            v.sort_unstable();
+            v
+        } else {
+            (0..self.metadata.bootstrap_servers().len())
+                .map(|i| -(i as i32) - 1)
+                .collect()
+        }
+    }
+
+    /// A connected node for a control request (metadata, producer id), connecting one if
+    /// none is; `None` if every candidate is backing off.
+    fn control_node(&mut self, now: Instant) -> Option<i32> {
+        let candidates = self.candidate_nodes();
+        let node = self.client.least_loaded(&candidates, now)?;
+        if !self.client.is_connected(node) {
+            self.connect(node, now).ok()?;
+        }
+        self.client.is_ready(node).then_some(node)
+    }
+
+    fn connect(&mut self, node: i32, now: Instant) -> Result<(), NetworkError> {
+        let r = self.client.connect(node, now);
+        if r.is_ok() {
+            Counters::add(&self.counters.connects, 1);
+        }
+        r
+    }
+
+    fn maybe_update_metadata(&mut self, now: Instant) {
+        if self.metadata_in_flight || !self.metadata.update_due(now) {
+            return;
+        }
+        let Some(node) = self.control_node(now) else {
+            return;
+        };
+        let req = self
+            .metadata
+            .request(now, self.config.allow_auto_create_topics);
+        match self
+            .client
+            .send(node, &req, RequestContext::Metadata, true, now)
+        {
+            Ok(_) => self.metadata_in_flight = true,
+            Err((e, _)) => {
+                tracing::warn!(node, error = %e, "metadata request failed");
+                self.metadata.failed_attempt(now);
+                self.disconnect(node, &e.to_string());
+            }
+        }
+    }
+
+    fn maybe_init_producer_id(&mut self, now: Instant) {
+        if self.pid == ProducerId::ResetPending && self.produce_in_flight == 0 {
+            self.sequences.clear();
+            self.acc.clear_sequences();
+            self.pid = ProducerId::Needed;
+        }
+        if self.pid != ProducerId::Needed
+            || self.pid_in_flight
+            || !self.metadata.is_bootstrapped()
+            || self.pid_retry_at.is_some_and(|t| now < t)
+        {
+            return;
+        }
+        let Some(node) = self.control_node(now) else {
+            return;
+        };
+        let req = InitProducerIdRequest::default();
+        match self
+            .client
+            .send(node, &req, RequestContext::InitProducerId, true, now)
+        {
+            Ok(_) => self.pid_in_flight = true,
+            Err((e, _)) => {
+                tracing::warn!(node, error = %e, "InitProducerId request failed");
+                self.pid_retry_at = Some(now + self.config.retry_backoff);
+                if let NetworkError::Version { .. } = e {
+                    self.set_fatal(e.to_string());
+                } else {
+                    self.disconnect(node, &e.to_string());
+                }
+            }
+        }
+    }
+
+    fn set_fatal(&mut self, why: String) {
+        tracing::error!(error = %why, "producer failed fatally");
+        let why: Arc<str> = Arc::from(why);
+        self.pid = ProducerId::Fatal(why.clone());
+        self.acc.close(Some(why.clone()));
+        for b in self.acc.take_all() {
+            self.fail(b, ProduceError::Fatal(why.clone()));
+        }
+    }
+
+    fn request_pid_reset(&mut self, why: &str) {
+        if matches!(self.pid, ProducerId::Ready { .. }) {
+            tracing::warn!(
+                reason = why,
+                "resetting the producer id (sequence numbers restart)"
+            );
+            Counters::add(&self.counters.producer_id_resets, 1);
+            self.pid = ProducerId::ResetPending;
+        }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        for b in self.acc.expire(now, self.config.delivery_timeout) {
+            if b.sequence.is_some() {
+                // The broker saw this sequence or expects it: a gap would stall the partition.
+                self.request_pid_reset("a batch with a sequence number expired");
+            }
+            let e = ProduceError::DeliveryTimeout {
+                topic: b.topic.clone(),
+                partition: b.partition,
+                after: self.config.delivery_timeout,
+                last_error: b.last_error.clone(),
+            };
+            self.fail(b, e);
+        }
+    }
+
+    /// Whether a batch may go to `node` now without breaking per-partition order.
+    fn can_send(
+        sequences: &HashMap<(Arc<str>, i32), PartitionSequence>,
+        idempotent: bool,
+        batch: &ProducerBatch,
+        node: i32,
+    ) -> bool {
+        let Some(s) = sequences.get(&(batch.topic.clone(), batch.partition)) else {
+            return true;
+        };
+        if s.in_flight == 0 {
+            return true;
+        }
+        if !idempotent {
+            return true;
+        }
+        // A retry waits until everything before it has come back; a new batch may join
+        // the in-flight ones only on the same connection.
+        batch.sequence.is_none() && s.node == Some(node)
+    }
+
+    /// Drains and sends. Returns when the next batch becomes sendable, if known.
+    fn send_produce(&mut self, now: Instant) -> Option<Instant> {
+        let idempotent = self.pid != ProducerId::Disabled;
+        let (pid, epoch) = match &self.pid {
+            ProducerId::Ready { id, epoch } => (*id, *epoch),
+            ProducerId::Disabled => (-1, -1),
+            _ => return None,
+        };
+        if !self.metadata.is_bootstrapped() {
+            return None;
+        }
+        let drained = {
+            let cluster = self.metadata.cluster();
+            let client = &self.client;
+            let sequences = &self.sequences;
+            self.acc.drain(
+                now,
+                |t, p| cluster.leader(t, p),
+                |n| client.is_ready(n),
+                |b, n| Self::can_send(sequences, idempotent, b, n),
+            )
+        };
+        if drained.unknown_leader {
+            self.metadata.request_update();
+        }
+        for node in drained.nodes_not_ready {
+            if self.client.can_attempt(node, now) {
+                let _ = self.connect(node, now);
+            }
+        }
+        for (node, mut batches) in drained.batches {
+            for b in &mut batches {
+                let seq = if idempotent {
+                    let s = self
+                        .sequences
+                        .entry((b.topic.clone(), b.partition))
+                        .or_default();
+                    let seq = match b.sequence {
+                        Some(seq) => seq,
+                        None => {
+                            let seq = s.next;
+                            s.next = next_sequence(seq, b.record_count());
+                            b.sequence = Some(seq);
+                            seq
+                        }
+                    };
+                    s.in_flight += 1;
+                    s.node = Some(node);
+                    seq
+                } else {
+                    -1
+                };
+                b.writer.seal(pid, epoch, seq);
+                b.attempts += 1;
+            }
+            self.send_batches(node, batches, now);
+        }
+        drained.next_ready
+    }
+
+    fn send_batches(&mut self, node: i32, batches: Vec<ProducerBatch>, now: Instant) {
+        let (version, corr) = match self.client.begin::<ProduceRequest<'_>>(node) {
+            Ok(x) => x,
+            Err(e) => return self.unsent(node, batches, e),
+        };
+        let frame = {
+            let mut topics: Vec<TopicProduceData<'_>> = Vec::new();
+            for b in &batches {
+                let data = PartitionProduceData {
+                    index: b.partition,
+                    records: b.writer.bytes(),
+                };
+                match topics.iter_mut().find(|t| t.name == &*b.topic) {
+                    Some(t) => t.partitions.push(data),
+                    None => topics.push(TopicProduceData {
+                        name: &b.topic,
+                        partitions: vec![data],
+                    }),
+                }
+            }
+            let req = ProduceRequest {
+                transactional_id: None,
+                acks: self.config.acks.as_i16(),
+                timeout_ms: self
+                    .config
+                    .request_timeout
+                    .as_millis()
+                    .min(i32::MAX as u128) as i32,
+                topics,
+            };
+            encode_frame(&req, version, corr, Some(&self.config.client_id))
+        };
+        let records: usize = batches.iter().map(ProducerBatch::record_count).sum();
+        let bytes: usize = batches.iter().map(|b| b.writer.size()).sum();
+        let expect_response = self.config.acks != Acks::None;
+        let result = self.client.send_frame(
+            node,
+            ApiKey::Produce,
+            version,
+            corr,
+            &frame,
+            RequestContext::Produce(batches),
+            expect_response,
+            now,
+        );
+        match result {
+            Ok((_, None)) => {
+                self.produce_in_flight += 1;
+                Counters::add(&self.counters.batches_sent, 1);
+                Counters::add(&self.counters.bytes_sent, bytes as u64);
+                tracing::trace!(node, records, bytes, "produce request sent");
+            }
+            Ok((_, Some(RequestContext::Produce(batches)))) => {
+                // acks=0: written is delivered; the broker will not answer.
+                Counters::add(&self.counters.batches_sent, 1);
+                Counters::add(&self.counters.bytes_sent, bytes as u64);
+                for b in batches {
+                    self.release_sequence_slot(&b);
+                    self.succeed(b, -1, -1);
+                }
+            }
+            Ok((_, Some(_))) => {}
+            Err((e, RequestContext::Produce(batches))) => self.unsent(node, batches, e),
+            Err((e, _)) => self.disconnect(node, &e.to_string()),
+        }
+    }
+
+    /// Batches drained for a request that could not be written: back to their queues.
+    fn unsent(&mut self, node: i32, batches: Vec<ProducerBatch>, e: NetworkError) {
+        tracing::warn!(node, error = %e, "produce request could not be sent");
+        if let NetworkError::Version { .. } = e {
+            self.set_fatal(e.to_string());
+        }
+        self.requeue_batches(batches);
+        self.disconnect(node, &e.to_string());
+    }
+
+    fn requeue_batches(&mut self, batches: Vec<ProducerBatch>) {
+        for b in batches {
+            self.release_sequence_slot(&b);
+            self.retry_or_fail(b, ErrorCode::NetworkException, None, Instant::now());
+        }
+    }
+
+    fn disconnect(&mut self, node: i32, reason: &str) {
+        let was = self.client.is_connected(node);
+        let lost = self.client.disconnect(node, reason);
+        if was {
+            Counters::add(&self.counters.disconnects, 1);
+        }
+        self.requeue_lost(lost);
+        self.metadata.request_update();
+    }
+
+    /// Contexts of requests that will not be answered: batches are retried, control requests
+    /// re-issued.
+    fn requeue_lost(&mut self, lost: Vec<RequestContext>) {
+        for ctx in lost {
+            match ctx {
+                RequestContext::Produce(batches) => {
+                    self.produce_in_flight = self.produce_in_flight.saturating_sub(1);
+                    self.requeue_batches(batches);
+                }
+                RequestContext::Metadata => {
+                    self.metadata_in_flight = false;
+                    self.metadata.failed_attempt(Instant::now());
+                }
+                RequestContext::InitProducerId => {
+                    self.pid_in_flight = false;
+                }
+            }
+        }
+    }
+
+    fn release_sequence_slot(&mut self, b: &ProducerBatch) {
+        if let Some(s) = self.sequences.get_mut(&(b.topic.clone(), b.partition)) {
+            s.in_flight = s.in_flight.saturating_sub(1);
+        }
+    }
+
+    fn on_completion(&mut self, c: Completion<RequestContext>) {
+        match c {
+            Completion::Disconnected {
+                node_id,
+                contexts,
+                reason,
+            } => {
+                tracing::info!(node = node_id, reason = %reason, lost = contexts.len(), "connection lost");
+                Counters::add(&self.counters.disconnects, 1);
+                self.requeue_lost(contexts);
+                self.metadata.request_update();
+            }
+            Completion::Response {
+                node_id,
+                context,
+                version,
+                correlation_id,
+                body,
+                ..
+            } => match context {
+                RequestContext::Metadata => {
+                    self.metadata_in_flight = false;
+                    match decode_response::<MetadataRequest>(&body, version, correlation_id) {
+                        Ok(resp) => self.apply_metadata(&resp),
+                        Err(e) => {
+                            tracing::warn!(node = node_id, error = %e, "malformed metadata response");
+                            self.metadata.failed_attempt(Instant::now());
+                            self.disconnect(node_id, &e.to_string());
+                        }
+                    }
+                }
+                RequestContext::InitProducerId => {
+                    self.pid_in_flight = false;
+                    match decode_response::<InitProducerIdRequest>(&body, version, correlation_id) {
+                        Ok(r) if r.error_code.is_ok() => {
+                            tracing::info!(
+                                producer_id = r.producer_id,
+                                epoch = r.producer_epoch,
+                                "producer id assigned"
+                            );
+                            self.pid = ProducerId::Ready {
+                                id: r.producer_id,
+                                epoch: r.producer_epoch,
+                            };
+                            self.sequences.clear();
+                        }
+                        Ok(r) if r.error_code.is_retriable() => {
+                            tracing::info!(code = %r.error_code, "InitProducerId: retrying");
+                            self.pid_retry_at = Some(Instant::now() + self.config.retry_backoff);
+                        }
+                        Ok(r) => self.set_fatal(format!("InitProducerId failed: {}", r.error_code)),
+                        Err(e) => {
+                            tracing::warn!(node = node_id, error = %e, "malformed InitProducerId response");
+                            self.disconnect(node_id, &e.to_string());
+                        }
+                    }
+                }
+                RequestContext::Produce(batches) => {
+                    self.produce_in_flight = self.produce_in_flight.saturating_sub(1);
+                    match decode_response::<ProduceRequest<'_>>(&body, version, correlation_id) {
+                        Ok(resp) => self.apply_produce(batches, &resp),
+                        Err(e) => {
+                            tracing::warn!(node = node_id, error = %e, "malformed produce response");
+                            self.requeue_batches(batches);
+                            self.disconnect(node_id, &e.to_string());
+                        }
+                    }
+                }
+            },
+        }
+    }
+
+    fn apply_metadata(&mut self, resp: &crate::protocol::messages::MetadataResponse) {
+        let now = Instant::now();
+        self.metadata.update(resp, now);
+        Counters::add(&self.counters.metadata_refreshes, 1);
+        let brokers: Vec<(i32, String, u16)> = self
+            .metadata
+            .cluster()
+            .brokers
+            .iter()
+            .map(|(id, b)| (*id, b.host.clone(), b.port))
+            .collect();
+        if !brokers.is_empty() {
+            let mut lost = Vec::new();
+            for (id, host, port) in &brokers {
+                lost.extend(self.client.set_node(*id, host, *port));
+            }
+            lost.extend(
+                self.client
+                    .retain_nodes(|id| brokers.iter().any(|b| b.0 == id)),
+            );
+            self.requeue_lost(lost);
+        }
+        let topics: Vec<_> = self
+            .metadata
+            .cluster()
+            .topics
+            .iter()
+            .map(|(name, t)| {
+                let available: Vec<i32> = t
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.leader.is_some())
+                    .map(|(i, _)| i as i32)
+                    .collect();
+                // Errors that waiting will not fix fail the waiting send()s at once.
+                let fatal = match t.error {
+                    ErrorCode::TopicAuthorizationFailed | ErrorCode::InvalidTopic => Some(t.error),
+                    _ => None,
+                };
+                (name.clone(), t.partitions.len(), available, fatal)
+            })
+            .collect();
+        for (name, n, available, fatal) in topics {
+            self.acc.update_topic(&name, n, available, fatal);
+        }
+    }
+
+    fn apply_produce(&mut self, batches: Vec<ProducerBatch>, resp: &ProduceResponse) {
+        let now = Instant::now();
+        for b in batches {
+            self.release_sequence_slot(&b);
+            let part = resp
+                .topics
+                .iter()
+                .filter(|t| *t.name == *b.topic)
+                .flat_map(|t| t.partitions.iter())
+                .find(|p| p.index == b.partition);
+            let Some(p) = part else {
+                self.retry_or_fail(
+                    b,
+                    ErrorCode::NetworkException,
+                    Some("partition missing from the produce response"),
+                    now,
+                );
+                continue;
+            };
+            match p.error_code {
+                ErrorCode::None | ErrorCode::DuplicateSequenceNumber => {
+                    if let Some(seq) = b.sequence {
+                        if let Some(s) = self.sequences.get_mut(&(b.topic.clone(), b.partition)) {
+                            s.acked_next = next_sequence(seq, b.record_count());
+                        }
+                    }
+                    self.succeed(b, p.base_offset, p.log_append_time_ms);
+                }
+                code => {
+                    let msg = p.error_message.clone();
+                    self.retry_or_fail(b, code, msg.as_deref(), now);
+                }
+            }
+        }
+    }
+
+    fn retry_or_fail(
+        &mut self,
+        mut b: ProducerBatch,
+        code: ErrorCode,
+        message: Option<&str>,
+        now: Instant,
+    ) {
+        let idempotent = matches!(
+            self.pid,
+            ProducerId::Ready { .. } | ProducerId::ResetPending
+        );
+        let sequence_error = matches!(
+            code,
+            ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId
+        );
+        if sequence_error && idempotent {
+            let first_outstanding = self
+                .sequences
+                .get(&(b.topic.clone(), b.partition))
+                .is_none_or(|s| Some(s.acked_next) == b.sequence);
+            if code == ErrorCode::UnknownProducerId || first_outstanding {
+                // The broker lost this producer's state (e.g. the log was truncated or
+                // retention removed it): start over with a new id. Records are not written
+                // twice: the broker refused this batch.
+                self.request_pid_reset(code.name());
+            }
+            // Otherwise an earlier batch failed and this one was refused behind it: retry in
+            // order, without counting it against `retries`.
+        }
+        let retriable =
+            code.is_retriable() || code.invalidates_metadata() || (sequence_error && idempotent);
+        let expired = now >= b.created + self.config.delivery_timeout;
+        if code.invalidates_metadata() || code == ErrorCode::NetworkException {
+            self.metadata.request_update();
+        }
+        let detail: Arc<str> = match message {
+            Some(m) => Arc::from(format!("{code}: {m}")),
+            None => Arc::from(code.to_string()),
+        };
+        b.last_error = Some(detail);
+        if retriable && !expired && b.attempts <= self.config.retries {
+            let shift = b.attempts.saturating_sub(1).min(16);
+            let backoff = (self.config.retry_backoff * 2u32.pow(shift))
+                .min(self.config.retry_backoff_max.max(self.config.retry_backoff));
+            b.retry_at = Some(now + backoff);
+            Counters::add(&self.counters.retries, 1);
+            tracing::debug!(topic = %b.topic, partition = b.partition, %code, attempt = b.attempts, backoff_ms = backoff.as_millis() as u64, "retrying batch");
+            self.acc.reenqueue(b);
+            return;
+        }
+        if b.sequence.is_some() && idempotent {
+            self.request_pid_reset("a batch with a sequence number failed");
+        }
+        let e = if expired {
+            ProduceError::DeliveryTimeout {
+                topic: b.topic.clone(),
+                partition: b.partition,
+                after: self.config.delivery_timeout,
+                last_error: b.last_error.clone(),
+            }
+        } else {
+            ProduceError::Broker {
+                topic: b.topic.clone(),
+                partition: b.partition,
+                code,
+                message: message.map(Arc::from),
+            }
+        };
+        tracing::warn!(topic = %b.topic, partition = b.partition, error = %e, "batch failed");
+        self.fail(b, e);
+    }
+
+    fn succeed(&mut self, mut b: ProducerBatch, base_offset: i64, log_append_time: i64) {
+        let n = b.record_count() as u64;
+        b.complete(Ok((base_offset, log_append_time)));
+        Counters::add(&self.counters.records_sent, n);
+        self.acc.deallocate(&b);
+    }
+
+    fn fail(&mut self, mut b: ProducerBatch, e: ProduceError) {
+        let n = b.record_count() as u64;
+        b.complete(Err(e));
+        Counters::add(&self.counters.records_failed, n);
+        self.acc.deallocate(&b);
+    }
+
+    /// Ends a drain or a close when its work is done or its time is up. Returns true when the
+    /// thread should stop.
+    fn check_phase(&mut self, now: Instant) -> bool {
+        let done = self.acc.all_complete() && self.produce_in_flight == 0;
+        match &self.phase {
+            Phase::Running | Phase::Checkpointed => false,
+            Phase::Draining { deadline, .. } => {
+                let deadline = *deadline;
+                if done {
+                    let lost = self.client.close_all("checkpoint");
+                    Counters::add(&self.counters.disconnects, lost.len() as u64);
+                    self.requeue_lost(lost);
+                    self.metadata_in_flight = false;
+                    self.pid_in_flight = false;
+                    self.acc.set_drain_all(false);
+                    if let Phase::Draining { reply, .. } =
+                        std::mem::replace(&mut self.phase, Phase::Checkpointed)
+                    {
+                        tracing::info!("checkpoint: every record acknowledged, connections closed");
+                        let _ = reply.send(Ok(()));
+                    }
+                } else if now >= deadline {
+                    let pending = self.acc.incomplete_records();
+                    self.acc.set_drain_all(false);
+                    if let Phase::Draining { reply, .. } =
+                        std::mem::replace(&mut self.phase, Phase::Running)
+                    {
+                        let msg = format!(
+                            "{pending} record(s) not acknowledged within checkpoint.drain.timeout.ms={} ({} request(s) in flight, {} connection(s) open); the producer goes on",
+                            self.config.checkpoint_drain_timeout.as_millis(),
+                            self.produce_in_flight,
+                            self.client.connection_count()
+                        );
+                        tracing::warn!(%msg, "checkpoint: drain failed");
+                        let _ = reply.send(Err(msg));
+                    }
+                }
+                false
+            }
+            Phase::Closing { deadline } => {
+                if done {
+                    return true;
+                }
+                if deadline.is_some_and(|d| now >= d) {
+                    let reason: Arc<str> = Arc::from("close() timed out before delivery");
+                    for b in self.acc.take_all() {
+                        self.fail(
+                            b,
+                            ProduceError::Closed {
+                                reason: Some(reason.clone()),
+                            },
+                        );
+                    }
+                    for ctx in self.client.close_all("close timeout") {
+                        if let RequestContext::Produce(batches) = ctx {
+                            for b in batches {
+                                self.fail(
+                                    b,
+                                    ProduceError::Closed {
+                                        reason: Some(reason.clone()),
+                                    },
+                                );
+                            }
+                        }
+                    }
+                    self.produce_in_flight = 0;
+                    return true;
+                }
+                false
+            }
+        }
+    }
+
+    fn poll_timeout(&self, now: Instant, next_ready: Option<Instant>) -> Duration {
+        let busy = !self.acc.all_complete() || self.client.total_in_flight() > 0;
+        let mut t = if busy {
+            Duration::from_millis(100)
+        } else {
+            self.metadata
+                .time_to_update(now)
+                .clamp(Duration::from_millis(1), Duration::from_secs(1))
+        };
+        if let Some(r) = next_ready {
+            t = t.min(r.saturating_duration_since(now));
+        }
+        if let Some(d) = self.client.next_deadline() {
+            t = t.min(d.saturating_duration_since(now));
+        }
+        if self.metadata.update_due(now) || self.pid == ProducerId::Needed {
+            t = t.min(self.config.reconnect_backoff.max(Duration::from_millis(10)));
+        }
+        t.max(Duration::from_millis(1)).min(Duration::from_secs(1))
+    }
+}
