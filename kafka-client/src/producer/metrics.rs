@@ -1,10 +1,11 @@
 //! Counters a user can read while the producer runs.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// Live counters, updated with relaxed atomics.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Counters {
+    pub producer_id: AtomicI64,
     pub records_sent: AtomicU64,
     pub records_failed: AtomicU64,
     pub retries: AtomicU64,
@@ -19,6 +20,26 @@ pub(crate) struct Counters {
     pub metadata_refreshes: AtomicU64,
 }
 
+impl Default for Counters {
+    fn default() -> Self {
+        Self {
+            producer_id: AtomicI64::new(-1),
+            records_sent: AtomicU64::new(0),
+            records_failed: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            batches_sent: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            buffer_used: AtomicU64::new(0),
+            records_queued: AtomicU64::new(0),
+            producer_id_resets: AtomicU64::new(0),
+            connects: AtomicU64::new(0),
+            disconnects: AtomicU64::new(0),
+            metadata_refreshes: AtomicU64::new(0),
+        }
+    }
+}
+
 impl Counters {
     pub fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
@@ -31,6 +52,7 @@ impl Counters {
     pub fn snapshot(&self) -> ProducerMetrics {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         ProducerMetrics {
+            producer_id: self.producer_id.load(Ordering::Relaxed),
             records_sent: g(&self.records_sent),
             records_failed: g(&self.records_failed),
             retries: g(&self.retries),
@@ -50,6 +72,8 @@ impl Counters {
 /// A snapshot of the producer's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProducerMetrics {
+    /// The idempotent producer's current id (-1: none yet, or idempotence off).
+    pub producer_id: i64,
     /// Records acknowledged (or written, with acks=0).
     pub records_sent: u64,
     /// Records that failed.

@@ -660,6 +660,7 @@ impl Sender {
                                 id: r.producer_id,
                                 epoch: r.producer_epoch,
                             };
+                            self.counters.producer_id.store(r.producer_id, Ordering::Relaxed);
                             self.sequences.clear();
                         }
                         Ok(r) if r.error_code.is_retriable() => {
