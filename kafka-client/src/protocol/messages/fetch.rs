@@ -17,7 +17,7 @@
 //! Records come as raw bytes (one or more record batches, the last possibly cut short by the
 //! size limits) for the record module to decode.
 
-use crate::protocol::primitives::{ReadType, Reader, UnsignedVarint, Uuid, WriteExt, WriteType};
+use crate::protocol::primitives::{ReadType, Reader, Uuid, WriteExt, WriteType};
 use crate::protocol::{ApiKey, DecodeError, ErrorCode, Request, Response};
 
 /// The session epoch of a sessionless fetch (with session id 0): the broker creates no session.
@@ -615,6 +615,7 @@ impl FetchResponse {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::protocol::primitives::UnsignedVarint;
     use proptest::prelude::*;
 
     const ID: Uuid = Uuid([9; 16]);
@@ -649,7 +650,11 @@ pub(crate) mod tests {
             } else {
                 vec![]
             },
-            rack_id: if version >= 11 { "r1".into() } else { String::new() },
+            rack_id: if version >= 11 {
+                "r1".into()
+            } else {
+                String::new()
+            },
         }
     }
 
@@ -735,7 +740,11 @@ pub(crate) mod tests {
             r.expect_end().unwrap();
             for cut in 0..buf.len() {
                 let mut r = Reader::new(&buf[..cut]);
-                assert!(FetchResponse::decode(&mut r, v).and_then(|_| r.expect_end()).is_err());
+                assert!(
+                    FetchResponse::decode(&mut r, v)
+                        .and_then(|_| r.expect_end())
+                        .is_err()
+                );
             }
         }
     }
@@ -774,7 +783,10 @@ pub(crate) mod tests {
         UnsignedVarint(0).write(&mut buf);
         let resp = FetchResponse::decode(&mut Reader::new(&buf), 12).unwrap();
         assert_eq!(resp.responses[0].partitions[0].high_watermark, 5);
-        assert_eq!(resp.responses[0].partitions[0].records.as_deref(), Some(&[][..]));
+        assert_eq!(
+            resp.responses[0].partitions[0].records.as_deref(),
+            Some(&[][..])
+        );
     }
 
     proptest! {

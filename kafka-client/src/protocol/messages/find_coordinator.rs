@@ -177,11 +177,18 @@ pub(crate) mod tests {
 
             let buf = encoded(v);
             let mut r = Reader::new(&buf);
-            assert_eq!(FindCoordinatorResponse::decode(&mut r, v).unwrap(), sample());
+            assert_eq!(
+                FindCoordinatorResponse::decode(&mut r, v).unwrap(),
+                sample()
+            );
             r.expect_end().unwrap();
             for cut in 0..buf.len() {
                 let mut r = Reader::new(&buf[..cut]);
-                assert!(FindCoordinatorResponse::decode(&mut r, v).and_then(|_| r.expect_end()).is_err());
+                assert!(
+                    FindCoordinatorResponse::decode(&mut r, v)
+                        .and_then(|_| r.expect_end())
+                        .is_err()
+                );
             }
         }
     }

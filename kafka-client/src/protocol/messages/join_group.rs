@@ -298,7 +298,11 @@ pub(crate) mod tests {
             r.expect_end().unwrap();
             for cut in 0..buf.len() {
                 let mut r = Reader::new(&buf[..cut]);
-                assert!(JoinGroupResponse::decode(&mut r, v).and_then(|_| r.expect_end()).is_err());
+                assert!(
+                    JoinGroupResponse::decode(&mut r, v)
+                        .and_then(|_| r.expect_end())
+                        .is_err()
+                );
             }
         }
     }
@@ -319,7 +323,10 @@ pub(crate) mod tests {
             };
             let mut buf = Vec::new();
             resp.encode(v, &mut buf);
-            assert_eq!(JoinGroupResponse::decode(&mut Reader::new(&buf), v).unwrap(), resp);
+            assert_eq!(
+                JoinGroupResponse::decode(&mut Reader::new(&buf), v).unwrap(),
+                resp
+            );
         }
     }
 

@@ -268,11 +268,19 @@ pub(crate) mod tests {
 
             let buf = encoded(v);
             let mut r = Reader::new(&buf);
-            assert_eq!(ListOffsetsResponse::decode(&mut r, v).unwrap(), sample(v), "v{v}");
+            assert_eq!(
+                ListOffsetsResponse::decode(&mut r, v).unwrap(),
+                sample(v),
+                "v{v}"
+            );
             r.expect_end().unwrap();
             for cut in 0..buf.len() {
                 let mut r = Reader::new(&buf[..cut]);
-                assert!(ListOffsetsResponse::decode(&mut r, v).and_then(|_| r.expect_end()).is_err());
+                assert!(
+                    ListOffsetsResponse::decode(&mut r, v)
+                        .and_then(|_| r.expect_end())
+                        .is_err()
+                );
             }
         }
     }

@@ -2,9 +2,19 @@
 //! broker) and the response (decode, and encode for round-trip tests).
 
 pub mod api_versions;
+pub mod consumer_protocol;
+pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 pub use api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 pub use init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};

@@ -201,11 +201,19 @@ pub(crate) mod tests {
 
             let buf = encoded(v);
             let mut r = Reader::new(&buf);
-            assert_eq!(SyncGroupResponse::decode(&mut r, v).unwrap(), sample(v), "v{v}");
+            assert_eq!(
+                SyncGroupResponse::decode(&mut r, v).unwrap(),
+                sample(v),
+                "v{v}"
+            );
             r.expect_end().unwrap();
             for cut in 0..buf.len() {
                 let mut r = Reader::new(&buf[..cut]);
-                assert!(SyncGroupResponse::decode(&mut r, v).and_then(|_| r.expect_end()).is_err());
+                assert!(
+                    SyncGroupResponse::decode(&mut r, v)
+                        .and_then(|_| r.expect_end())
+                        .is_err()
+                );
             }
         }
     }
