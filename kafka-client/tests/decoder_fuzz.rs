@@ -4,7 +4,9 @@
 //! elements in a small frame is refused before anything is reserved).
 
 use kafka_client::protocol::messages::api_versions::ApiVersion;
-use kafka_client::protocol::messages::metadata::{MetadataBroker, MetadataPartition, MetadataTopic};
+use kafka_client::protocol::messages::metadata::{
+    MetadataBroker, MetadataPartition, MetadataTopic,
+};
 use kafka_client::protocol::messages::produce::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_client::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, InitProducerIdRequest, InitProducerIdResponse,
@@ -12,9 +14,7 @@ use kafka_client::protocol::messages::{
 };
 use kafka_client::protocol::primitives::Uuid;
 use kafka_client::protocol::record::decode_batches;
-use kafka_client::protocol::{
-    ErrorCode, Request, ResponseHeader, decode_response,
-};
+use kafka_client::protocol::{ErrorCode, Request, ResponseHeader, decode_response};
 use proptest::prelude::*;
 
 fn frame(header_version: i16, body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
@@ -31,8 +31,16 @@ fn valid_frames() -> Vec<(&'static str, i16, Vec<u8>)> {
         let r = ApiVersionsResponse {
             error_code: ErrorCode::None,
             api_keys: vec![
-                ApiVersion { api_key: 0, min_version: 3, max_version: 12 },
-                ApiVersion { api_key: 3, min_version: 0, max_version: 13 },
+                ApiVersion {
+                    api_key: 0,
+                    min_version: 3,
+                    max_version: 12,
+                },
+                ApiVersion {
+                    api_key: 3,
+                    min_version: 0,
+                    max_version: 13,
+                },
             ],
             throttle_time_ms: 0,
         };
@@ -41,13 +49,22 @@ fn valid_frames() -> Vec<(&'static str, i16, Vec<u8>)> {
     for v in MetadataRequest::MIN_VERSION..=MetadataRequest::MAX_VERSION {
         let r = MetadataResponse {
             throttle_time_ms: 0,
-            brokers: vec![MetadataBroker { node_id: 1, host: "127.0.0.1".into(), port: 9092, rack: None }],
+            brokers: vec![MetadataBroker {
+                node_id: 1,
+                host: "127.0.0.1".into(),
+                port: 9092,
+                rack: None,
+            }],
             cluster_id: Some("c".into()),
             controller_id: 1,
             topics: vec![MetadataTopic {
                 error_code: ErrorCode::None,
                 name: Some("t".into()),
-                topic_id: if v >= 10 { Uuid([1; 16]) } else { Uuid::default() },
+                topic_id: if v >= 10 {
+                    Uuid([1; 16])
+                } else {
+                    Uuid::default()
+                },
                 is_internal: false,
                 partitions: vec![MetadataPartition {
                     error_code: ErrorCode::None,

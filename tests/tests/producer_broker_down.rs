@@ -26,8 +26,14 @@ fn unreachable_at_start_then_delivery_resumes() {
     let waited = t.elapsed();
     assert!(matches!(e, ProduceError::MaxBlockExceeded { .. }), "{e}");
     assert!(e.to_string().contains("metadata of topic later"), "{e}");
-    assert!(waited >= Duration::from_secs(3), "returned early: {waited:?}");
-    assert!(waited < Duration::from_secs(20), "max.block.ms not respected: {waited:?}");
+    assert!(
+        waited >= Duration::from_secs(3),
+        "returned early: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(20),
+        "max.block.ms not respected: {waited:?}"
+    );
     producer.close(Duration::from_secs(5)).unwrap();
 
     // A producer whose send() is blocked (metadata unknown) when the broker comes up.

@@ -17,7 +17,9 @@ fn kafka() -> &'static Cluster {
 }
 
 fn config(k: &Cluster) -> ProducerConfig {
-    ProducerConfig::new(k.bootstrap()).unwrap().crac_register(false)
+    ProducerConfig::new(k.bootstrap())
+        .unwrap()
+        .crac_register(false)
 }
 
 /// Checks that the consumed records are exactly `values` (each once), in send order within
@@ -35,7 +37,11 @@ fn assert_exactly_once_in_order(got: &[ConsumedRecord], n: usize, prefix: &str) 
         assert!(!seen[i], "record {i} delivered twice");
         seen[i] = true;
         if let Some(&prev) = last.get(&r.partition) {
-            assert!(prev < i, "partition {}: record {i} after {prev}", r.partition);
+            assert!(
+                prev < i,
+                "partition {}: record {i} after {prev}",
+                r.partition
+            );
         }
         last.insert(r.partition, i);
     }
@@ -113,7 +119,10 @@ fn hundred_thousand_keyed_records_with_headers_read_back_by_java() {
             differ += 1;
         }
     }
-    assert_eq!(differ, 0, "keys partitioned differently from Java's producer");
+    assert_eq!(
+        differ, 0,
+        "keys partitioned differently from Java's producer"
+    );
     let used: std::collections::BTreeSet<i32> = ours.values().copied().collect();
     assert_eq!(used.len(), 6);
 }
@@ -186,7 +195,14 @@ fn records_too_large_get_their_error() {
         .send(ProducerRecord::new("small-max").value(&big))
         .unwrap_err();
     assert!(
-        matches!(e, ProduceError::RecordTooLarge { limit: 10_000, limit_name: "max.request.size", .. }),
+        matches!(
+            e,
+            ProduceError::RecordTooLarge {
+                limit: 10_000,
+                limit_name: "max.request.size",
+                ..
+            }
+        ),
         "{e}"
     );
     assert!(t.elapsed() < Duration::from_secs(5));
@@ -198,9 +214,18 @@ fn records_too_large_get_their_error() {
     let r = producer
         .send(ProducerRecord::new("small-max").value(&mid))
         .unwrap();
-    let e = r.wait_timeout(Duration::from_secs(60)).expect("a report, not a hang").unwrap_err();
+    let e = r
+        .wait_timeout(Duration::from_secs(60))
+        .expect("a report, not a hang")
+        .unwrap_err();
     assert!(
-        matches!(e, ProduceError::Broker { code: ErrorCode::MessageTooLarge, .. }),
+        matches!(
+            e,
+            ProduceError::Broker {
+                code: ErrorCode::MessageTooLarge,
+                ..
+            }
+        ),
         "{e}"
     );
     let ok = producer
@@ -237,7 +262,10 @@ fn null_keys_values_explicit_partitions_and_callbacks() {
     let e = producer
         .send(ProducerRecord::new("misc").value(b"x").partition(9))
         .unwrap_err();
-    assert!(matches!(e, ProduceError::UnknownPartition { partitions: 4, .. }), "{e}");
+    assert!(
+        matches!(e, ProduceError::UnknownPartition { partitions: 4, .. }),
+        "{e}"
+    );
     let mut unkeyed_partitions = std::collections::BTreeSet::new();
     for _ in 0..40 {
         let md = rx.recv_timeout(Duration::from_secs(60)).unwrap().unwrap();
@@ -249,7 +277,10 @@ fn null_keys_values_explicit_partitions_and_callbacks() {
     producer.close(Duration::from_secs(10)).unwrap();
     let got = k.consume_all("misc", 41, Duration::from_secs(30));
     assert_eq!(got.len(), 41);
-    let t = got.iter().find(|r| r.key.as_deref() == Some("gone")).unwrap();
+    let t = got
+        .iter()
+        .find(|r| r.key.as_deref() == Some("gone"))
+        .unwrap();
     assert_eq!((t.partition, t.value.as_deref()), (3, None));
     assert!(got.iter().filter(|r| r.key.is_none()).count() == 40);
 }
@@ -274,7 +305,9 @@ fn properties_config_and_awaitable_reports() {
     let md = block_on(report).unwrap();
     assert!(md.offset >= 0);
     producer.close(Duration::from_secs(10)).unwrap();
-    let e = producer.send(ProducerRecord::new("props").value(b"late")).unwrap_err();
+    let e = producer
+        .send(ProducerRecord::new("props").value(b"late"))
+        .unwrap_err();
     assert!(matches!(e, ProduceError::Closed { .. }), "{e}");
     let e = Producer::from_properties([("bootstrap.servers", k.bootstrap()), ("acks", "2")])
         .unwrap_err();

@@ -201,9 +201,9 @@ fn parse_ms(key: &str, v: &str) -> Result<Duration, ConfigError> {
         .map_err(|_| ConfigError::new(key, v, "expected a non-negative number of milliseconds"))
 }
 
-fn parse_num<T: FromStr>(key: &str, v: &str, min: T) -> Result<T, ConfigError>
+fn parse_num<T>(key: &str, v: &str, min: T) -> Result<T, ConfigError>
 where
-    T: PartialOrd + fmt::Display + Copy,
+    T: FromStr + PartialOrd + fmt::Display + Copy,
 {
     let n: T = v
         .trim()

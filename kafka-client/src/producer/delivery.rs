@@ -1,6 +1,6 @@
 //! Delivery reports: a handle per record that can be waited on or awaited, and callbacks.
 //!
-//! All records of a batch share one [`BatchResult`] (like Java's `ProduceRequestResult`), so a
+//! All records of a batch share one `BatchResult` (like Java's `ProduceRequestResult`), so a
 //! handle costs no allocation: it is the shared result plus the record's index and timestamp.
 
 use std::future::Future;

@@ -660,7 +660,9 @@ impl Sender {
                                 id: r.producer_id,
                                 epoch: r.producer_epoch,
                             };
-                            self.counters.producer_id.store(r.producer_id, Ordering::Relaxed);
+                            self.counters
+                                .producer_id
+                                .store(r.producer_id, Ordering::Relaxed);
                             self.sequences.clear();
                         }
                         Ok(r) if r.error_code.is_retriable() => {
