@@ -1,3 +1,4 @@
 //! End-to-end test support.
 
+pub mod kafka;
 pub mod process;
