@@ -20,7 +20,9 @@
 //! reserved, and a declared snappy length is also checked against the most its input could
 //! expand to, so a 5-byte block cannot make us zero `max_output` bytes. zstd decodes in one pass
 //! straight into the output buffer, which libzstd then uses as its window: a frame declaring a
-//! huge window allocates no window buffer. A stream that would exceed the bound is an error.
+//! huge window (Java's declare 2 MiB) allocates no window buffer. A stream that would exceed
+//! the bound is an error. Besides the output, the codecs keep fixed-size state (deflate's 32 KiB
+//! window, a zstd context per thread).
 
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
@@ -398,7 +400,9 @@ thread_local! {
 }
 
 /// One pass into a buffer of the exact size when every frame records its content size (which
-/// must then fit the bound), else of `max` bytes, which only the pages written to occupy.
+/// must then fit the bound), else of libzstd's bound from the block headers (blocks times the
+/// 128 KiB block maximum: one block for a typical Java batch, whose streaming frames record no
+/// content size), never more than `max`.
 fn zstd_decompress(input: &[u8], max: usize) -> Result<Vec<u8>, DecodeError> {
     ZSTD_DECOMPRESSOR.with(|d| {
         let mut slot = d.borrow_mut();
