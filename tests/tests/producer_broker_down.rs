@@ -103,3 +103,37 @@ fn unreachable_at_start_then_delivery_resumes() {
     let want: Vec<String> = (0..100).map(|i| format!("queued-{i}")).collect();
     assert_eq!(queued, want);
 }
+
+#[test]
+fn close_with_the_broker_down_fails_what_it_cannot_deliver() {
+    let k = Cluster::start(1);
+    k.create_topic("closing", 1, 1);
+    let producer = Producer::new(
+        ProducerConfig::new(k.bootstrap())
+            .unwrap()
+            .crac_register(false),
+    )
+    .unwrap();
+    producer
+        .send(ProducerRecord::new("closing").value(b"warm"))
+        .unwrap()
+        .wait()
+        .unwrap();
+    k.stop_broker(1);
+    let reports: Vec<_> = (0..10)
+        .map(|_| {
+            producer
+                .send(ProducerRecord::new("closing").value(b"stranded"))
+                .unwrap()
+        })
+        .collect();
+    let t = Instant::now();
+    let e = producer.close(Duration::from_secs(2)).unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(15));
+    assert_eq!(e.pending_records, 10, "{e}");
+    for r in reports {
+        let e = r.wait().unwrap_err();
+        assert!(matches!(e, ProduceError::Closed { .. }), "{e}");
+    }
+    assert_eq!(producer.metrics().records_failed, 10);
+}

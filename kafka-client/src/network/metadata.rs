@@ -86,6 +86,10 @@ pub struct Metadata {
     need_update: bool,
     bootstrapped: bool,
     version: u64,
+    /// Bumped when a topic is added; a response to a request made before that does not
+    /// cover the new topic, so it must not clear `need_update`.
+    topics_generation: u64,
+    requested_generation: u64,
 }
 
 impl Metadata {
@@ -106,6 +110,8 @@ impl Metadata {
             need_update: true,
             bootstrapped: false,
             version: 0,
+            topics_generation: 0,
+            requested_generation: 0,
         }
     }
 
@@ -134,6 +140,7 @@ impl Metadata {
         if !self.topics.contains(topic) {
             self.topics.insert(Arc::from(topic));
             self.need_update = true;
+            self.topics_generation += 1;
         }
     }
 
@@ -172,6 +179,7 @@ impl Metadata {
     /// The request for the topics of interest.
     pub fn request(&mut self, now: Instant, allow_auto_topic_creation: bool) -> MetadataRequest {
         self.last_attempt = Some(now);
+        self.requested_generation = self.topics_generation;
         let mut topics: Vec<String> = self.topics.iter().map(|t| t.to_string()).collect();
         topics.sort();
         MetadataRequest {
@@ -264,7 +272,7 @@ impl Metadata {
         self.version += 1;
         self.last_refresh = Some(now);
         self.last_attempt = Some(now);
-        self.need_update = retry_soon;
+        self.need_update = retry_soon || self.requested_generation != self.topics_generation;
         self.bootstrapped = true;
         changed
     }
@@ -341,5 +349,27 @@ mod tests {
         m.request_update();
         assert!(!m.update_due(now));
         assert!(m.update_due(now + Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn topic_added_while_a_request_is_in_flight_is_not_forgotten() {
+        let mut m = Metadata::new(
+            parse_bootstrap("127.0.0.1:1").unwrap(),
+            Duration::from_secs(300),
+            Duration::ZERO,
+        );
+        let now = Instant::now();
+        let req = m.request(now, true);
+        assert_eq!(req.topics, Some(vec![]));
+        m.add_topic("t");
+        let resp = crate::protocol::messages::metadata::tests::sample(12);
+        let mut empty = resp.clone();
+        empty.topics.clear();
+        m.update(&empty, now);
+        assert!(m.update_due(now), "the new topic still needs a refresh");
+        let req = m.request(now, true);
+        assert_eq!(req.topics, Some(vec!["t".to_owned()]));
+        m.update(&resp, now);
+        assert!(!m.update_due(now));
     }
 }

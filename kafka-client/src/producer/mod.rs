@@ -78,7 +78,8 @@ pub(crate) struct ProducerInner {
     events: mpsc::Sender<Event>,
     wake_pending: Arc<AtomicBool>,
     counters: Arc<Counters>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Mutex<Option<JoinHandle<usize>>>,
+    sender_thread: std::thread::ThreadId,
     checkpoint: CheckpointState,
 }
 
@@ -144,7 +145,9 @@ impl Producer {
                 value: config.client_id.clone(),
                 reason: format!("cannot start the sender thread: {e}"),
             })?;
+        let sender_thread = thread.thread().id();
         let inner = Arc::new(ProducerInner {
+            sender_thread,
             config,
             acc,
             commands: commands_tx,
@@ -262,6 +265,14 @@ impl ProducerInner {
     }
 
     fn close(&self, timeout: Duration) -> Result<(), TimeoutError> {
+        let deadline = Instant::now().checked_add(timeout);
+        if std::thread::current().id() == self.sender_thread {
+            // Called from a delivery callback: the I/O thread cannot wait for itself. Ask it
+            // to close and return; it finishes after the callback.
+            self.acc.close(None);
+            self.command(Command::Close { deadline });
+            return Ok(());
+        }
         let Some(thread) = self.thread.lock().take() else {
             return Ok(());
         };
@@ -270,18 +281,13 @@ impl ProducerInner {
         self.acc.close(None);
         // A checkpoint gate left closed must not keep the close from draining.
         self.acc.resume();
-        self.command(Command::Close {
-            deadline: Instant::now().checked_add(timeout),
-        });
-        let _ = thread.join();
-        if pending > 0
-            && self.counters.records_failed.load(Ordering::Relaxed) > 0
-            && !self.acc.all_complete()
-        {
+        self.command(Command::Close { deadline });
+        let failed = thread.join().unwrap_or(0);
+        if failed > 0 {
             return Err(TimeoutError {
                 operation: "close",
                 after: timeout,
-                pending_records: self.acc.incomplete_records(),
+                pending_records: failed,
             });
         }
         Ok(())

@@ -108,6 +108,7 @@ pub(crate) struct Sender {
     sequences: HashMap<(Arc<str>, i32), PartitionSequence>,
     produce_in_flight: usize,
     phase: Phase,
+    failed_at_close: usize,
 }
 
 fn next_sequence(seq: i32, count: usize) -> i32 {
@@ -152,11 +153,13 @@ impl Sender {
             sequences: HashMap::new(),
             produce_in_flight: 0,
             phase: Phase::Running,
+            failed_at_close: 0,
         }
     }
 
     /// The thread's body.
-    pub fn run(mut self) {
+    /// Runs until closed; returns how many accepted records the close had to fail.
+    pub fn run(mut self) -> usize {
         let _span =
             tracing::info_span!("kafka_sender", client_id = %self.config.client_id).entered();
         tracing::debug!("sender started");
@@ -188,19 +191,16 @@ impl Sender {
                 .store(self.client.total_in_flight() as u64, Ordering::Relaxed);
         }
         let lost = self.client.close_all("producer closed");
+        let reason: Arc<str> = Arc::from("closed before the broker answered");
         for ctx in lost {
             if let RequestContext::Produce(batches) = ctx {
                 for b in batches {
-                    self.fail(
-                        b,
-                        ProduceError::Closed {
-                            reason: Some(Arc::from("closed before the broker answered")),
-                        },
-                    );
+                    self.fail_at_close(b, &reason);
                 }
             }
         }
-        tracing::debug!("sender stopped");
+        tracing::debug!(failed = self.failed_at_close, "sender stopped");
+        self.failed_at_close
     }
 
     fn wait(&mut self, timeout: Duration) {
@@ -529,7 +529,7 @@ impl Sender {
             encode_frame(&req, version, corr, Some(&self.config.client_id))
         };
         let records: usize = batches.iter().map(ProducerBatch::record_count).sum();
-        let bytes: usize = batches.iter().map(|b| b.writer.size()).sum();
+        let bytes: usize = batches.iter().map(|b| b.writer.bytes().len()).sum();
         let expect_response = self.config.acks != Acks::None;
         let result = self.client.send_frame(
             node,
@@ -821,7 +821,7 @@ impl Sender {
                 .min(self.config.retry_backoff_max.max(self.config.retry_backoff));
             b.retry_at = Some(now + backoff);
             Counters::add(&self.counters.retries, 1);
-            tracing::debug!(topic = %b.topic, partition = b.partition, %code, attempt = b.attempts, backoff_ms = backoff.as_millis() as u64, "retrying batch");
+            tracing::info!(topic = %b.topic, partition = b.partition, %code, attempt = b.attempts, backoff_ms = backoff.as_millis() as u64, "retrying batch");
             self.acc.reenqueue(b);
             return;
         }
@@ -852,6 +852,14 @@ impl Sender {
         b.complete(Ok((base_offset, log_append_time)));
         Counters::add(&self.counters.records_sent, n);
         self.acc.deallocate(&b);
+    }
+
+    fn fail_at_close(&mut self, b: ProducerBatch, reason: &Arc<str>) {
+        self.failed_at_close += b.record_count();
+        let e = ProduceError::Closed {
+            reason: Some(reason.clone()),
+        };
+        self.fail(b, e);
     }
 
     fn fail(&mut self, mut b: ProducerBatch, e: ProduceError) {
@@ -907,22 +915,12 @@ impl Sender {
                 if deadline.is_some_and(|d| now >= d) {
                     let reason: Arc<str> = Arc::from("close() timed out before delivery");
                     for b in self.acc.take_all() {
-                        self.fail(
-                            b,
-                            ProduceError::Closed {
-                                reason: Some(reason.clone()),
-                            },
-                        );
+                        self.fail_at_close(b, &reason);
                     }
                     for ctx in self.client.close_all("close timeout") {
                         if let RequestContext::Produce(batches) = ctx {
                             for b in batches {
-                                self.fail(
-                                    b,
-                                    ProduceError::Closed {
-                                        reason: Some(reason.clone()),
-                                    },
-                                );
+                                self.fail_at_close(b, &reason);
                             }
                         }
                     }

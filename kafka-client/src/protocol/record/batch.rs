@@ -66,10 +66,15 @@ fn put_bytes_field(out: &mut Vec<u8>, b: Option<&[u8]>) {
     }
 }
 
+/// Largest records section a compressed batch may inflate to when decoded.
+pub const MAX_DECOMPRESSED_BATCH: usize = 64 * 1024 * 1024;
+
 /// Builds one batch in place: the header is reserved, records are appended as they come.
+/// With compression, the records section is compressed once, at the first `seal`.
 #[derive(Debug)]
 pub struct BatchWriter {
     buf: Vec<u8>,
+    compressed: Option<Vec<u8>>,
     count: i32,
     base_timestamp: i64,
     max_timestamp: i64,
@@ -83,6 +88,7 @@ impl BatchWriter {
         buf.resize(BATCH_HEADER_SIZE, 0);
         Self {
             buf,
+            compressed: None,
             count: 0,
             base_timestamp: 0,
             max_timestamp: 0,
@@ -155,15 +161,37 @@ impl BatchWriter {
 
     /// Writes the header for sending and returns the complete batch. Called again with other
     /// producer fields (a new producer id after a reset or a restore), it rewrites the header
-    /// and the CRC; the records are untouched.
+    /// and the CRC; the records (compressed or not) are untouched.
     pub fn seal(&mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) -> &[u8] {
-        let len = self.buf.len();
-        let b = &mut self.buf;
+        let mut codec = self.compression;
+        if codec != Compression::None && self.compressed.is_none() {
+            let mut out = Vec::with_capacity(self.buf.len() / 2 + BATCH_HEADER_SIZE);
+            out.resize(BATCH_HEADER_SIZE, 0);
+            match crate::protocol::compression::compress(
+                codec,
+                &self.buf[BATCH_HEADER_SIZE..],
+                &mut out,
+            ) {
+                Ok(()) => self.compressed = Some(out),
+                Err(e) => {
+                    // Compressing in memory fails only on a codec's internal limit; the
+                    // batch is as valid uncompressed.
+                    tracing::warn!(%codec, error = %e, "compression failed, sending the batch uncompressed");
+                    self.compression = Compression::None;
+                    codec = Compression::None;
+                }
+            }
+        }
+        let b = match self.compressed.as_mut() {
+            Some(c) => c,
+            None => &mut self.buf,
+        };
+        let len = b.len();
         b[0..8].copy_from_slice(&0i64.to_be_bytes());
         b[8..12].copy_from_slice(&((len - 12) as i32).to_be_bytes());
         b[12..16].copy_from_slice(&(-1i32).to_be_bytes());
         b[16] = 2;
-        b[21..23].copy_from_slice(&self.compression.attribute_bits().to_be_bytes());
+        b[21..23].copy_from_slice(&codec.attribute_bits().to_be_bytes());
         b[23..27].copy_from_slice(&(self.count - 1).max(0).to_be_bytes());
         b[27..35].copy_from_slice(&self.base_timestamp.to_be_bytes());
         b[35..43].copy_from_slice(&self.max_timestamp.to_be_bytes());
@@ -173,12 +201,12 @@ impl BatchWriter {
         b[57..61].copy_from_slice(&self.count.to_be_bytes());
         let crc = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
         b[CRC_OFFSET..ATTRIBUTES_OFFSET].copy_from_slice(&crc.to_be_bytes());
-        &self.buf
+        b
     }
 
-    /// The batch as last sealed.
+    /// The batch as last sealed (compressed if a codec is set).
     pub fn bytes(&self) -> &[u8] {
-        &self.buf
+        self.compressed.as_deref().unwrap_or(&self.buf)
     }
 
     /// Base timestamp (the first record's).
@@ -252,7 +280,7 @@ impl RecordBatch {
         let mut b = w.buf;
         b[0..8].copy_from_slice(&self.base_offset.to_be_bytes());
         b[12..16].copy_from_slice(&self.partition_leader_epoch.to_be_bytes());
-        b[21..23].copy_from_slice(&self.attributes.to_be_bytes());
+        b[21..23].copy_from_slice(&(self.attributes & !0x07).to_be_bytes());
         if self.records.is_empty() {
             b[27..35].copy_from_slice(&self.base_timestamp.to_be_bytes());
             b[35..43].copy_from_slice(&self.max_timestamp.to_be_bytes());
@@ -293,13 +321,22 @@ impl RecordBatch {
         let producer_epoch = i16::read(&mut r)?;
         let base_sequence = i32::read(&mut r)?;
         let count = i32::read(&mut r)?;
-        let bits = (attributes & 0x07) as u8;
-        if bits != 0 {
-            return Err(DecodeError::UnsupportedCompression(bits));
-        }
         if count < 0 {
             return Err(DecodeError::NegativeLength(count as i64));
         }
+        let codec = crate::protocol::compression::from_attributes(attributes)?;
+        let inflated;
+        let mut r = if codec == Compression::None {
+            r
+        } else {
+            let rest = r.remaining();
+            inflated = crate::protocol::compression::decompress(
+                codec,
+                r.take(rest)?,
+                MAX_DECOMPRESSED_BATCH,
+            )?;
+            Reader::new(&inflated)
+        };
         let count = r.bounded_count(count as usize, MIN_RECORD_SIZE)?;
         let mut records = Vec::with_capacity(count);
         for _ in 0..count {
@@ -507,6 +544,48 @@ mod tests {
         w.seal(8, 0, 0);
         let b = &decode_batches(w.bytes()).unwrap()[0];
         assert_eq!((b.producer_id, b.base_sequence), (8, 0));
+    }
+
+    #[test]
+    fn every_codec_roundtrips_and_reseals() {
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let mut w = BatchWriter::new(1000, codec);
+            for i in 0..50 {
+                let v = format!("value-{i}-{}", "x".repeat(i));
+                w.append(
+                    1000 + i as i64,
+                    Some(b"key"),
+                    Some(v.as_bytes()),
+                    &[Header::new("h", b"1")],
+                );
+            }
+            w.seal(1, 0, 0);
+            w.seal(2, 1, 7);
+            let b = &decode_batches(w.bytes()).unwrap()[0];
+            assert_eq!(
+                b.compression_bits() as i16,
+                codec.attribute_bits(),
+                "{codec}"
+            );
+            assert_eq!(
+                (b.producer_id, b.producer_epoch, b.base_sequence),
+                (2, 1, 7)
+            );
+            assert_eq!(b.records.len(), 50);
+            assert_eq!(b.records[49].value.as_deref().unwrap().len(), 9 + 49);
+            if codec != Compression::None {
+                assert!(
+                    w.bytes().len() < w.size(),
+                    "{codec} did not shrink the batch"
+                );
+            }
+        }
     }
 
     #[test]

@@ -3,9 +3,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// The codec of a batch. Only `None` is implemented today; the others parse (so the config
-/// error can say what is missing) and have their attribute bits reserved, so adding one means
-/// compressing the records section in `BatchWriter::close` and inflating it in the decoder.
+/// The codec of a batch (`compression.type`). `BatchWriter::seal` compresses the records
+/// section with it, the batch decoder inflates it (bounded); the codecs themselves are in
+/// [`protocol::compression`](crate::protocol::compression).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
     /// No compression.
@@ -33,9 +33,10 @@ impl Compression {
         }
     }
 
-    /// Whether this build can encode and decode it.
+    /// Whether this build can encode and decode it (every codec, see
+    /// [`protocol::compression`](crate::protocol::compression)).
     pub fn is_supported(self) -> bool {
-        self == Compression::None
+        true
     }
 
     /// The name used by `compression.type`.
