@@ -52,8 +52,34 @@ pub(crate) fn monotonic_jump(marker: (Instant, SystemTime)) -> Duration {
         Some(t) if t >= wall0 => m.frozen_duration().unwrap_or(Duration::ZERO),
         _ => Duration::ZERO,
     };
+    jump(mono, wall, frozen)
+}
+
+/// Between the drain and the restore hook the process ran for `wall - frozen`; whatever the
+/// monotonic clock advanced beyond that is the jump (never more than the frozen time).
+fn jump(mono: Duration, wall: Duration, frozen: Duration) -> Duration {
     let running = wall.saturating_sub(frozen);
     mono.saturating_sub(running).min(frozen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jump;
+    use std::time::Duration;
+
+    #[test]
+    fn jump_is_what_the_monotonic_clock_gained_while_frozen() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // CRIU with a time namespace: monotonic continued where it stopped (this machine).
+        assert_eq!(jump(ms(300), s(120) + ms(300), s(120)), Duration::ZERO);
+        // Without one: monotonic jumped by the frozen time.
+        assert_eq!(jump(s(120) + ms(300), s(120) + ms(300), s(120)), s(120));
+        // No image (noop engine, aborted checkpoint): nothing to shift.
+        assert_eq!(jump(ms(50), ms(50), Duration::ZERO), Duration::ZERO);
+        // Wall clock stepped backwards: no shift rather than a bogus one.
+        assert_eq!(jump(ms(50), Duration::ZERO, Duration::ZERO), Duration::ZERO);
+    }
 }
 
 impl Resource for ProducerInner {
