@@ -77,6 +77,18 @@ impl ProducerBatch {
     }
 }
 
+impl Drop for ProducerBatch {
+    /// A batch dropped without an outcome (only if the I/O thread died) still reports to
+    /// every record: nobody waits forever.
+    fn drop(&mut self) {
+        if !self.result.is_complete() {
+            self.complete(Err(ProduceError::Closed {
+                reason: Some(Arc::from("the producer's I/O thread stopped")),
+            }));
+        }
+    }
+}
+
 /// Settings the accumulator needs.
 #[derive(Debug, Clone)]
 pub(crate) struct AccumulatorConfig {

@@ -62,26 +62,6 @@ fn jump(mono: Duration, wall: Duration, frozen: Duration) -> Duration {
     mono.saturating_sub(running).min(frozen)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::jump;
-    use std::time::Duration;
-
-    #[test]
-    fn jump_is_what_the_monotonic_clock_gained_while_frozen() {
-        let s = Duration::from_secs;
-        let ms = Duration::from_millis;
-        // CRIU with a time namespace: monotonic continued where it stopped (this machine).
-        assert_eq!(jump(ms(300), s(120) + ms(300), s(120)), Duration::ZERO);
-        // Without one: monotonic jumped by the frozen time.
-        assert_eq!(jump(s(120) + ms(300), s(120) + ms(300), s(120)), s(120));
-        // No image (noop engine, aborted checkpoint): nothing to shift.
-        assert_eq!(jump(ms(50), ms(50), Duration::ZERO), Duration::ZERO);
-        // Wall clock stepped backwards: no shift rather than a bogus one.
-        assert_eq!(jump(ms(50), Duration::ZERO, Duration::ZERO), Duration::ZERO);
-    }
-}
-
 impl Resource for ProducerInner {
     fn before_checkpoint(&self, _: &Context) -> Result<(), ResourceError> {
         let client_id = self.config.client_id.clone();
@@ -130,5 +110,25 @@ impl Resource for ProducerInner {
 
     fn name(&self) -> String {
         format!("kafka-producer[{}]", self.config.client_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jump;
+    use std::time::Duration;
+
+    #[test]
+    fn jump_is_what_the_monotonic_clock_gained_while_frozen() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // CRIU with a time namespace: monotonic continued where it stopped (this machine).
+        assert_eq!(jump(ms(300), s(120) + ms(300), s(120)), Duration::ZERO);
+        // Without one: monotonic jumped by the frozen time.
+        assert_eq!(jump(s(120) + ms(300), s(120) + ms(300), s(120)), s(120));
+        // No image (noop engine, aborted checkpoint): nothing to shift.
+        assert_eq!(jump(ms(50), ms(50), Duration::ZERO), Duration::ZERO);
+        // Wall clock stepped backwards: no shift rather than a bogus one.
+        assert_eq!(jump(ms(50), Duration::ZERO, Duration::ZERO), Duration::ZERO);
     }
 }

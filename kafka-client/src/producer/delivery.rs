@@ -67,6 +67,11 @@ impl BatchResult {
         }
     }
 
+    /// Whether the outcome is recorded.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.state.lock().outcome.is_some()
+    }
+
     pub(crate) fn metadata(
         &self,
         outcome: &BatchOutcome,

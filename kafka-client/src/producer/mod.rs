@@ -139,7 +139,22 @@ impl Producer {
         );
         let thread = std::thread::Builder::new()
             .name(format!("kafka-producer-{}", config.client_id))
-            .spawn(move || sender.run())
+            .spawn({
+                let acc = acc.clone();
+                move || {
+                    // Should the I/O thread panic, accepted records still get a report (their
+                    // batches fail as they drop) and send() refuses new ones.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.run()))
+                        .unwrap_or_else(|_| {
+                            tracing::error!("kafka producer I/O thread panicked");
+                            acc.close(Some(Arc::from("the producer's I/O thread panicked")));
+                            acc.take_all()
+                                .iter()
+                                .map(|b| b.record_count())
+                                .sum::<usize>()
+                        })
+                }
+            })
             .map_err(|e| ConfigError {
                 key: "client.id".into(),
                 value: config.client_id.clone(),
