@@ -1,21 +1,24 @@
-//! Leader failover with three real brokers and replication factor 3: the leader of a partition
-//! is stopped while the producer streams; every accepted record is delivered exactly once, in
-//! order per partition (idempotence), as the Java console consumer reads it back.
+//! Leadership changes with three real brokers and replication factor 3, while the producer
+//! streams: the leader of a partition is stopped, then every partition's leader is moved by a
+//! preferred-leader election. Every accepted record is delivered exactly once, in order per
+//! partition (idempotence, 5 requests in flight), as the Java console consumer reads it back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crac_tests::kafka::Cluster;
-use kafka_client::{Header, Producer, ProducerConfig, ProducerRecord};
+use kafka_client::{Header, Producer, ProducerConfig, ProducerMetrics, ProducerRecord};
 
-#[test]
-fn leader_stopped_mid_stream_every_record_once_in_order() {
-    let k = Cluster::start(3);
-    k.create_topic_with_config("failover", 3, 3, &[("min.insync.replicas", "2")]);
-    let leaders = k.leaders("failover");
-    let victim = leaders[&0];
-
+/// Streams `n` keyed records to `topic`; once a quarter is sent, `disturb` runs on another
+/// thread while the stream goes on; the second half waits for it to finish. Then checks the topic holds every record exactly once, in
+/// send order per partition, in the partition its report named.
+fn stream_through(
+    k: &Cluster,
+    topic: &str,
+    n: usize,
+    disturb: impl FnOnce() + Send,
+) -> ProducerMetrics {
     let producer = Producer::new(
         ProducerConfig::new(k.bootstrap())
             .unwrap()
@@ -25,28 +28,32 @@ fn leader_stopped_mid_stream_every_record_once_in_order() {
             .delivery_timeout(Duration::from_secs(120)),
     )
     .unwrap();
-    let n = 40_000;
     let sent = AtomicUsize::new(0);
-    let stopped = AtomicBool::new(false);
+    let disturbed = AtomicBool::new(false);
     let mut reports = Vec::with_capacity(n);
     std::thread::scope(|s| {
-        // Mid-stream, from another thread so the stream goes on meanwhile: the leader of
-        // partition 0 goes away (controlled shutdown, SIGKILL if it lingers).
         s.spawn(|| {
             while sent.load(Ordering::Relaxed) < n / 4 {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            k.stop_broker(victim);
-            stopped.store(true, Ordering::Relaxed);
+            disturb();
+            disturbed.store(true, Ordering::Relaxed);
         });
         for i in 0..n {
+            if i == n / 2 {
+                // The second half goes out after the change, to leaders the producer's
+                // metadata does not know yet.
+                while !disturbed.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
             let key = format!("key-{}", i % 300);
             let value = format!("v-{i}");
             let headers = [Header::new("i", value.as_bytes())];
             reports.push(
                 producer
                     .send(
-                        ProducerRecord::new("failover")
+                        ProducerRecord::new(topic)
                             .key(key.as_bytes())
                             .value(value.as_bytes())
                             .headers(&headers),
@@ -54,42 +61,70 @@ fn leader_stopped_mid_stream_every_record_once_in_order() {
                     .unwrap(),
             );
             sent.fetch_add(1, Ordering::Relaxed);
-            if i % 10 == 0 && !stopped.load(Ordering::Relaxed) {
-                // A steady stream, so records are in flight when the broker stops.
+            if i % 10 == 0 && !disturbed.load(Ordering::Relaxed) {
+                // A steady stream, so records are in flight when leadership changes.
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
     });
-    assert!(stopped.load(Ordering::Relaxed));
     producer.flush().unwrap();
     let mut partition_of = HashMap::new();
     for (i, r) in reports.into_iter().enumerate() {
         let md = r
             .wait()
-            .unwrap_or_else(|e| panic!("record {i} not delivered: {e}"));
+            .unwrap_or_else(|e| panic!("{topic}: record {i} not delivered: {e}"));
         partition_of.insert(i, md.partition);
     }
     let m = producer.metrics();
     producer.close(Duration::from_secs(10)).unwrap();
     assert_eq!(m.records_sent, n as u64);
     assert_eq!(m.records_failed, 0);
-    assert_ne!(k.leaders("failover")[&0], victim, "leadership moved");
 
-    let got = k.consume_all("failover", n, Duration::from_secs(120));
+    let got = k.consume_all(topic, n, Duration::from_secs(120));
     let mut seen = vec![false; n];
     let mut last: HashMap<i32, usize> = HashMap::new();
     for r in &got {
         let i: usize = r.value.as_deref().unwrap()[2..].parse().unwrap();
-        assert!(!seen[i], "record {i} delivered twice");
+        assert!(!seen[i], "{topic}: record {i} delivered twice");
         seen[i] = true;
         assert_eq!(partition_of[&i], r.partition);
         assert_eq!(r.headers, vec![("i".to_owned(), r.value.clone())]);
         if let Some(&prev) = last.get(&r.partition) {
-            assert!(prev < i, "partition {}: {i} after {prev}", r.partition);
+            assert!(
+                prev < i,
+                "{topic} partition {}: {i} after {prev}",
+                r.partition
+            );
         }
         last.insert(r.partition, i);
     }
-    assert_eq!(got.len(), n, "every record exactly once");
-    eprintln!("failover: {m:?}");
+    assert_eq!(got.len(), n, "{topic}: every record exactly once");
+    eprintln!("{topic}: {m:?}");
+    m
+}
+
+#[test]
+fn leadership_changes_mid_stream_every_record_once_in_order() {
+    let k = Cluster::start(3);
+
+    // 1. The leader of partition 0 is stopped (controlled shutdown, SIGKILL if it lingers).
+    k.create_topic_with_config("failover", 3, 3, &[("min.insync.replicas", "2")]);
+    let victim = k.leaders("failover")[&0];
+    stream_through(&k, "failover", 40_000, || k.stop_broker(victim));
+    assert_ne!(k.leaders("failover")[&0], victim, "leadership moved");
     k.start_broker(victim);
+
+    // 2. Every partition gets another leader while the brokers stay up: the old leaders
+    //    answer NOT_LEADER_OR_FOLLOWER and the producer follows the metadata.
+    k.create_topic("moved", 3, 3);
+    let before = k.leaders("moved");
+    let m = stream_through(&k, "moved", 30_000, || {
+        k.move_leaders("moved");
+    });
+    let after = k.leaders("moved");
+    assert!(
+        before.iter().all(|(p, l)| after[p] != *l),
+        "{before:?} -> {after:?}"
+    );
+    assert!(m.metadata_refreshes >= 2, "{m:?}");
 }
