@@ -1,6 +1,8 @@
 //! `NetworkClient`: the one owner of every broker connection and every in-flight request.
 //!
-//! It is driven by a single thread (the producer's sender): `send` writes a request and
+//! It is driven by a single thread (the producer's sender), which it never blocks on a
+//! connection attempt: `connect` starts one on a helper thread (resolve, TCP connect,
+//! ApiVersions) and `poll_connects` collects the result. `send` writes a request and
 //! remembers it with a caller context `T`; `handle_event` turns a reader thread's event into a
 //! [`Completion`] carrying that context back; `expire` and `disconnect` hand back the contexts
 //! of requests that will never be answered. That single place is what lets a checkpoint close
@@ -8,7 +10,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::connection::{BrokerConnection, ConnectParams};
@@ -42,11 +45,31 @@ struct InFlight<T> {
     context: T,
 }
 
+/// A connection attempt running on a helper thread.
+#[derive(Debug)]
+struct Attempt {
+    target: String,
+    thread: JoinHandle<()>,
+    result: Receiver<Result<BrokerConnection, NetworkError>>,
+}
+
+impl Attempt {
+    /// Waits for the attempt and closes what it opened (a node that was removed or a client
+    /// that closes everything must leave no socket behind).
+    fn abandon(self) {
+        let _ = self.thread.join();
+        if let Ok(Ok(conn)) = self.result.try_recv() {
+            conn.close();
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Node<T> {
     host: String,
     port: u16,
     conn: Option<BrokerConnection>,
+    connecting: Option<Attempt>,
     failures: u32,
     next_attempt: Option<Instant>,
     in_flight: VecDeque<InFlight<T>>,
@@ -90,6 +113,8 @@ pub struct NetworkClient<T> {
     next_correlation_id: i32,
     next_conn_id: u64,
     seed: u64,
+    /// Attempts of nodes that went away meanwhile: closed when they finish.
+    orphans: Vec<Attempt>,
 }
 
 impl<T> NetworkClient<T> {
@@ -107,6 +132,7 @@ impl<T> NetworkClient<T> {
             next_correlation_id: 0,
             next_conn_id: 0,
             seed,
+            orphans: Vec::new(),
         }
     }
 
@@ -125,12 +151,20 @@ impl<T> NetworkClient<T> {
             tracing::info!(node_id, old = %format!("{}:{}", n.host, n.port), new = %format!("{host}:{port}"), "broker address changed");
         }
         let lost = self.disconnect(node_id, "address changed");
+        if let Some(a) = self
+            .nodes
+            .get_mut(&node_id)
+            .and_then(|n| n.connecting.take())
+        {
+            self.orphans.push(a);
+        }
         self.nodes.insert(
             node_id,
             Node {
                 host: host.to_owned(),
                 port,
                 conn: None,
+                connecting: None,
                 failures: 0,
                 next_attempt: None,
                 in_flight: VecDeque::new(),
@@ -146,7 +180,9 @@ impl<T> NetworkClient<T> {
         let mut lost = Vec::new();
         for id in gone {
             lost.extend(self.disconnect(id, "node left the cluster metadata"));
-            self.nodes.remove(&id);
+            if let Some(a) = self.nodes.remove(&id).and_then(|n| n.connecting) {
+                self.orphans.push(a);
+            }
         }
         lost
     }
@@ -185,55 +221,129 @@ impl<T> NetworkClient<T> {
 
     /// Whether a connection attempt to the node is allowed now (not backing off).
     pub fn can_attempt(&self, node_id: i32, now: Instant) -> bool {
-        self.nodes
-            .get(&node_id)
-            .is_some_and(|n| n.conn.is_none() && n.next_attempt.is_none_or(|t| now >= t))
+        self.nodes.get(&node_id).is_some_and(|n| {
+            n.conn.is_none() && n.connecting.is_none() && n.next_attempt.is_none_or(|t| now >= t)
+        })
     }
 
-    /// Connects if not connected and not backing off. Blocks for at most the connect timeout
-    /// per address, plus one round trip for ApiVersions. Host names are resolved on every
+    /// Whether a connection attempt to the node is running.
+    pub fn is_connecting(&self, node_id: i32) -> bool {
+        self.nodes
+            .get(&node_id)
+            .is_some_and(|n| n.connecting.is_some())
+    }
+
+    /// Starts connecting to the node if it is not connected, not connecting and not backing
+    /// off. The attempt (resolve, TCP connect bounded by the connect timeout, ApiVersions)
+    /// runs on a helper thread; a `Wakeup` event announces its end and
+    /// [`poll_connects`](Self::poll_connects) collects it. Host names are resolved on every
     /// attempt, so a restored process sees today's DNS.
     pub fn connect(&mut self, node_id: i32, now: Instant) -> Result<(), NetworkError> {
         let node = self
             .nodes
             .get(&node_id)
             .ok_or(NetworkError::UnknownNode(node_id))?;
-        if node.conn.is_some() {
+        if node.conn.is_some() || node.connecting.is_some() {
             return Ok(());
         }
         if node.next_attempt.is_some_and(|t| now < t) {
             return Err(NetworkError::NotReady(node_id));
         }
         let target = format!("{}:{}", node.host, node.port);
-        let result = resolve(&target).and_then(|addrs| {
-            self.next_conn_id += 1;
-            BrokerConnection::open(ConnectParams {
-                node_id,
-                conn_id: self.next_conn_id,
-                addrs: &addrs,
-                connect_timeout: self.config.connect_timeout,
-                request_timeout: self.config.request_timeout,
-                client_id: &self.config.client_id,
-                events: self.events.clone(),
-            })
-        });
-        let backoff = self.backoff(node_id);
-        let node = self.nodes.get_mut(&node_id).expect("checked above");
-        match result {
-            Ok(conn) => {
-                tracing::info!(node_id, addr = %conn.addr, "connected to broker");
-                node.conn = Some(conn);
-                node.failures = 0;
-                node.next_attempt = None;
-                Ok(())
-            }
+        self.next_conn_id += 1;
+        let conn_id = self.next_conn_id;
+        let (tx, rx) = mpsc::channel();
+        let events = self.events.clone();
+        let (connect_timeout, request_timeout) =
+            (self.config.connect_timeout, self.config.request_timeout);
+        let client_id = self.config.client_id.clone();
+        let t = target.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("kafka-connect-{node_id}"))
+            .spawn(move || {
+                let r = resolve(&t).and_then(|addrs| {
+                    BrokerConnection::open(ConnectParams {
+                        node_id,
+                        conn_id,
+                        addrs: &addrs,
+                        connect_timeout,
+                        request_timeout,
+                        client_id: &client_id,
+                        events: events.clone(),
+                    })
+                });
+                let _ = tx.send(r);
+                let _ = events.send(Event::Wakeup);
+            });
+        let thread = match thread {
+            Ok(t) => t,
             Err(e) => {
-                node.failures = node.failures.saturating_add(1);
-                node.next_attempt = Some(Instant::now() + backoff);
-                tracing::warn!(node_id, target = %target, error = %e, backoff_ms = backoff.as_millis() as u64, "connection to broker failed");
-                Err(e)
+                return Err(NetworkError::Resolve {
+                    host: target,
+                    reason: format!("cannot start a connect thread: {e}"),
+                });
+            }
+        };
+        tracing::debug!(node_id, target = %target, "connecting to broker");
+        let node = self.nodes.get_mut(&node_id).expect("checked above");
+        node.connecting = Some(Attempt {
+            target,
+            thread,
+            result: rx,
+        });
+        Ok(())
+    }
+
+    /// Collects finished connection attempts: `(node, Ok)` for a new connection, `(node,
+    /// Err)` for a failure (the node then backs off).
+    pub fn poll_connects(&mut self) -> Vec<(i32, Result<(), NetworkError>)> {
+        let mut i = 0;
+        while i < self.orphans.len() {
+            if self.orphans[i].thread.is_finished() {
+                self.orphans.swap_remove(i).abandon();
+            } else {
+                i += 1;
             }
         }
+        let done: Vec<i32> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| {
+                n.connecting
+                    .as_ref()
+                    .is_some_and(|a| a.thread.is_finished())
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        let mut out = Vec::new();
+        for node_id in done {
+            let backoff = self.backoff(node_id);
+            let node = self.nodes.get_mut(&node_id).expect("listed above");
+            let a = node.connecting.take().expect("listed above");
+            let _ = a.thread.join();
+            let result = a.result.try_recv().unwrap_or_else(|_| {
+                Err(NetworkError::Resolve {
+                    host: a.target.clone(),
+                    reason: "connect thread ended without a result".into(),
+                })
+            });
+            match result {
+                Ok(conn) => {
+                    tracing::info!(node_id, addr = %conn.addr, "connected to broker");
+                    node.conn = Some(conn);
+                    node.failures = 0;
+                    node.next_attempt = None;
+                    out.push((node_id, Ok(())));
+                }
+                Err(e) => {
+                    node.failures = node.failures.saturating_add(1);
+                    node.next_attempt = Some(Instant::now() + backoff);
+                    tracing::warn!(node_id, target = %a.target, error = %e, backoff_ms = backoff.as_millis() as u64, "connection to broker failed");
+                    out.push((node_id, Err(e)));
+                }
+            }
+        }
+        out
     }
 
     /// Exponential backoff with ±20% jitter, like Java's `reconnect.backoff.*`.
@@ -442,16 +552,23 @@ impl<T> NetworkClient<T> {
             .collect()
     }
 
-    /// Closes every connection (checkpoint, close). Returns what was in flight.
+    /// Closes every connection (checkpoint, close), waiting for running connection attempts
+    /// and closing what they opened, so no socket is left. Returns what was in flight.
     pub fn close_all(&mut self, reason: &str) -> Vec<T> {
         let ids: Vec<i32> = self.nodes.keys().copied().collect();
         let mut lost = Vec::new();
         for id in ids {
             lost.extend(self.disconnect(id, reason));
             if let Some(n) = self.nodes.get_mut(&id) {
+                if let Some(a) = n.connecting.take() {
+                    a.abandon();
+                }
                 n.next_attempt = None;
                 n.failures = 0;
             }
+        }
+        for a in self.orphans.drain(..) {
+            a.abandon();
         }
         lost
     }
@@ -521,4 +638,51 @@ pub fn resolve(target: &str) -> Result<Vec<SocketAddr>, NetworkError> {
         });
     }
     Ok(addrs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn a_silent_peer_does_not_block_the_caller() {
+        // Accepts TCP (the kernel's backlog does) but never answers ApiVersions.
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let (tx, rx) = mpsc::channel();
+        let mut c: NetworkClient<()> = NetworkClient::new(
+            NetworkConfig {
+                client_id: "t".into(),
+                request_timeout: Duration::from_millis(500),
+                connect_timeout: Duration::from_millis(500),
+                reconnect_backoff: Duration::from_millis(50),
+                reconnect_backoff_max: Duration::from_millis(100),
+                max_in_flight: 5,
+            },
+            tx,
+        );
+        c.set_node(1, "127.0.0.1", port);
+        let t = Instant::now();
+        c.connect(1, t).unwrap();
+        assert!(t.elapsed() < Duration::from_millis(200));
+        assert!(c.is_connecting(1) && !c.can_attempt(1, Instant::now()));
+        // The attempt ends with the request timeout and announces itself.
+        assert!(matches!(
+            rx.recv_timeout(Duration::from_secs(5)),
+            Ok(Event::Wakeup)
+        ));
+        let r = c.poll_connects();
+        assert_eq!(r.len(), 1);
+        assert!(r[0].1.is_err());
+        assert!(!c.is_connected(1) && !c.is_connecting(1));
+        assert!(c.next_attempt(1).is_some(), "backing off");
+
+        // close_all waits for a running attempt and leaves no socket.
+        std::thread::sleep(Duration::from_millis(150));
+        c.connect(1, Instant::now()).unwrap();
+        c.close_all("test");
+        assert!(!c.is_connecting(1) && !c.is_connected(1));
+        drop(silent);
+    }
 }

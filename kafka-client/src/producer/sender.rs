@@ -166,6 +166,7 @@ impl Sender {
         loop {
             let now = Instant::now();
             self.apply_commands(now);
+            self.poll_connects();
             if matches!(self.phase, Phase::Checkpointed) {
                 self.wait(Duration::from_secs(3600));
                 continue;
@@ -302,23 +303,27 @@ impl Sender {
         }
     }
 
-    /// A connected node for a control request (metadata, producer id), connecting one if
-    /// none is; `None` if every candidate is backing off.
+    /// A connected node for a control request (metadata, producer id); starts connecting
+    /// one if none is (the request goes out on a later turn); `None` if none is ready.
     fn control_node(&mut self, now: Instant) -> Option<i32> {
         let candidates = self.candidate_nodes();
-        let node = self.client.least_loaded(&candidates, now)?;
-        if !self.client.is_connected(node) {
-            self.connect(node, now).ok()?;
+        if candidates.iter().any(|&n| self.client.is_ready(n)) {
+            return self.client.least_loaded(&candidates, now);
         }
-        self.client.is_ready(node).then_some(node)
+        if candidates.iter().any(|&n| self.client.is_connecting(n)) {
+            return None;
+        }
+        let node = self.client.least_loaded(&candidates, now)?;
+        let _ = self.client.connect(node, now);
+        None
     }
 
-    fn connect(&mut self, node: i32, now: Instant) -> Result<(), NetworkError> {
-        let r = self.client.connect(node, now);
-        if r.is_ok() {
-            Counters::add(&self.counters.connects, 1);
+    fn poll_connects(&mut self) {
+        for (_, r) in self.client.poll_connects() {
+            if r.is_ok() {
+                Counters::add(&self.counters.connects, 1);
+            }
         }
-        r
     }
 
     fn maybe_update_metadata(&mut self, now: Instant) {
@@ -463,7 +468,7 @@ impl Sender {
         }
         for node in drained.nodes_not_ready {
             if self.client.can_attempt(node, now) {
-                let _ = self.connect(node, now);
+                let _ = self.client.connect(node, now);
             }
         }
         for (node, mut batches) in drained.batches {
