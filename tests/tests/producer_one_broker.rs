@@ -385,3 +385,62 @@ fn every_compression_codec_read_back_by_java() {
         }
     }
 }
+
+#[test]
+fn partitions_added_are_used_after_metadata_max_age() {
+    let k = kafka();
+    k.create_topic("grows", 2, 1);
+    let producer = Producer::new(
+        config(k)
+            .metadata_max_age(Duration::from_secs(1))
+            .linger(Duration::ZERO),
+    )
+    .unwrap();
+    let send_keys = |tag: &str| -> std::collections::BTreeSet<i32> {
+        (0..200)
+            .map(|i| {
+                let key = format!("key-{i}");
+                let value = format!("{tag}-{i}");
+                producer
+                    .send(
+                        ProducerRecord::new("grows")
+                            .key(key.as_bytes())
+                            .value(value.as_bytes()),
+                    )
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|r| r.wait().unwrap().partition)
+            .collect()
+    };
+    assert_eq!(send_keys("before"), [0, 1].into());
+    let out = k.java_tool(
+        "topics",
+        &[
+            "--bootstrap-server",
+            k.bootstrap(),
+            "--alter",
+            "--topic",
+            "grows",
+            "--partitions",
+            "4",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    // No error tells the producer; its periodic refresh (metadata.max.age.ms) does.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let used = send_keys("after");
+        if used == [0, 1, 2, 3].into() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "new partitions never used: {used:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(producer.metrics().metadata_refreshes >= 2);
+    producer.close(Duration::from_secs(10)).unwrap();
+}
