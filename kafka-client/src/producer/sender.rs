@@ -165,7 +165,7 @@ impl Sender {
         tracing::debug!("sender started");
         loop {
             let now = Instant::now();
-            self.apply_commands(now);
+            self.apply_commands();
             self.poll_connects();
             if matches!(self.phase, Phase::Checkpointed) {
                 self.wait(Duration::from_secs(3600));
@@ -221,7 +221,7 @@ impl Sender {
         }
     }
 
-    fn apply_commands(&mut self, now: Instant) {
+    fn apply_commands(&mut self) {
         while let Ok(cmd) = self.commands.try_recv() {
             match cmd {
                 Command::Drain { deadline, reply } => {
@@ -233,7 +233,7 @@ impl Sender {
                     self.phase = Phase::Draining { deadline, reply };
                 }
                 Command::Restore { shift, reply } => {
-                    self.restore(shift, now);
+                    self.restore(shift);
                     let _ = reply.send(());
                 }
                 Command::Close { deadline } => {
@@ -248,7 +248,7 @@ impl Sender {
         }
     }
 
-    fn restore(&mut self, shift: Duration, now: Instant) {
+    fn restore(&mut self, shift: Duration) {
         if !shift.is_zero() {
             tracing::info!(
                 shift_ms = shift.as_millis() as u64,
@@ -274,7 +274,6 @@ impl Sender {
             tracing::info!("restored: re-bootstrapping metadata and taking a new producer id");
             self.phase = Phase::Running;
         }
-        let _ = now;
     }
 
     /// Registers the bootstrap servers as nodes (negative ids, as in Java) until the first
