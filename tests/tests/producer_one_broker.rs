@@ -304,6 +304,22 @@ fn properties_config_and_awaitable_reports() {
     // Await it with a minimal executor: the report is a plain Future with a stored Waker.
     let md = block_on(report).unwrap();
     assert!(md.offset >= 0);
+    // A name Kafka refuses: the metadata error comes back at once, not after max.block.ms.
+    let t = Instant::now();
+    let e = producer
+        .send(ProducerRecord::new("no spaces allowed!").value(b"x"))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ProduceError::Topic {
+                code: ErrorCode::InvalidTopic,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(30));
     producer.close(Duration::from_secs(10)).unwrap();
     let e = producer
         .send(ProducerRecord::new("props").value(b"late"))
