@@ -2,3 +2,4 @@
 
 pub mod kafka;
 pub mod process;
+pub mod stream;
