@@ -36,6 +36,11 @@ pub trait Request {
     /// Appends the body (without header) in `version`.
     fn encode(&self, version: i16, out: &mut Vec<u8>);
 
+    /// About how many bytes the encoded body takes, so the frame is allocated once.
+    fn size_hint(&self) -> usize {
+        64
+    }
+
     /// The range this client speaks.
     fn versions() -> VersionRange {
         VersionRange {
@@ -74,7 +79,8 @@ pub fn encode_frame<R: Request>(
     correlation_id: i32,
     client_id: Option<&str>,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
+    let client_id_len = client_id.map_or(0, str::len);
+    let mut out = Vec::with_capacity(request.size_hint() + client_id_len + 32);
     out.extend_from_slice(&[0; 4]);
     RequestHeader {
         api_key: R::API_KEY,

@@ -62,6 +62,17 @@ impl Request for ProduceRequest<'_> {
         }
         out.put_empty_tagged_fields(flexible);
     }
+
+    fn size_hint(&self) -> usize {
+        let mut n = 32 + self.transactional_id.map_or(0, str::len);
+        for t in &self.topics {
+            n += 16 + t.name.len();
+            for p in &t.partitions {
+                n += 16 + p.records.len();
+            }
+        }
+        n
+    }
 }
 
 impl<'a> ProduceRequest<'a> {
@@ -313,6 +324,7 @@ pub(crate) mod tests {
             };
             let mut buf = Vec::new();
             req.encode(v, &mut buf);
+            assert!(req.size_hint() >= buf.len(), "v{v}: hint too small");
             let mut r = Reader::new(&buf);
             assert_eq!(ProduceRequest::decode(&mut r, v).unwrap(), req, "v{v}");
             r.expect_end().unwrap();

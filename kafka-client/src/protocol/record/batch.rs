@@ -143,7 +143,8 @@ impl BatchWriter {
         let delta = timestamp.wrapping_sub(self.base_timestamp);
         let body = body_size(delta, self.count, key, value, headers);
         let out = &mut self.buf;
-        out.reserve(body + 5);
+        // Exactly the record: a full batch must not double its buffer for the last bytes.
+        out.reserve(varint_len(body as i32) + body);
         Varint(body as i32).write(out);
         out.push(0); // record attributes: unused
         Varlong(delta).write(out);
