@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crac_tests::kafka::Cluster;
 use crac_tests::process::{Proc, TempDir, must};
@@ -166,7 +166,7 @@ fn main() -> ExitCode {
         }
         let mut c = Command::new(&crac);
         c.args(&args).env("CRAC_CRIU", &criu);
-        (Instant::now(), Proc::spawn(&format!("copy {name}"), &mut c))
+        (SystemTime::now(), Proc::spawn(&format!("copy {name}"), &mut c))
     };
     let (tb, mut b) = restore("b", false);
     let (tc, mut c) = restore("c", true);
@@ -185,8 +185,11 @@ fn main() -> ExitCode {
         restore_ms.push(took);
         let r = p.expect("restored ", T);
         next_seq.push(must(&r, "next_seq").parse::<u64>().unwrap());
+        // The service stamps its first acknowledgement after the restore with wall time.
+        let f = p.expect("first_ack_of_gen gen=1 ", T);
+        let at = UNIX_EPOCH + Duration::from_nanos(must(&f, "unix_ns").parse().unwrap());
+        first_ack_ms.push(at.duration_since(t0).unwrap_or_default().as_secs_f64() * 1e3);
         let a = p.expect("first_ack_after_restore", T);
-        first_ack_ms.push(t0.elapsed().as_secs_f64() * 1e3);
         producer_ids.push(must(&a, "producer_id").to_owned());
     }
     step(&format!(
