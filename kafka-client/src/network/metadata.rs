@@ -277,6 +277,36 @@ impl Metadata {
         changed
     }
 
+    /// Applies the new leader a broker named in a Produce response (KIP-951), if it is a
+    /// known broker and newer than what the view has, so retries go there without waiting for
+    /// the next refresh. Returns whether the leader changed.
+    pub fn apply_leader_hint(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        leader: i32,
+        epoch: i32,
+    ) -> bool {
+        if leader < 0 || !self.cluster.brokers.contains_key(&leader) {
+            return false;
+        }
+        let Some(p) = self
+            .cluster
+            .topics
+            .get_mut(topic)
+            .and_then(|t| t.partitions.get_mut(usize::try_from(partition).ok()?))
+        else {
+            return false;
+        };
+        if epoch <= p.leader_epoch || p.leader == Some(leader) {
+            return false;
+        }
+        tracing::info!(topic, partition, from = ?p.leader, to = leader, epoch, "partition leader changed (from a produce response)");
+        p.leader = Some(leader);
+        p.leader_epoch = epoch;
+        true
+    }
+
     /// Shifts timestamps by `by` (after a restore whose monotonic clock jumped).
     pub fn rebase(&mut self, by: Duration) {
         if let Some(t) = self.last_refresh.as_mut() {
@@ -349,6 +379,24 @@ mod tests {
         m.request_update();
         assert!(!m.update_due(now));
         assert!(m.update_due(now + Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn leader_hints_apply_only_when_newer_and_known() {
+        let mut m = Metadata::new(
+            parse_bootstrap("127.0.0.1:1").unwrap(),
+            Duration::from_secs(300),
+            Duration::ZERO,
+        );
+        m.add_topic("t");
+        let now = Instant::now();
+        m.update(&crate::protocol::messages::metadata::tests::sample(12), now);
+        assert_eq!(m.cluster().leader("t", 1), Some(2));
+        assert!(!m.apply_leader_hint("t", 1, 1, 4), "same epoch");
+        assert!(!m.apply_leader_hint("t", 1, 9, 5), "unknown broker");
+        assert!(!m.apply_leader_hint("t", 7, 1, 5), "unknown partition");
+        assert!(m.apply_leader_hint("t", 1, 1, 5));
+        assert_eq!(m.cluster().leader("t", 1), Some(1));
     }
 
     #[test]

@@ -772,6 +772,10 @@ impl Sender {
                     self.succeed(b, p.base_offset, p.log_append_time_ms);
                 }
                 code => {
+                    if let Some((leader, epoch)) = p.current_leader {
+                        self.metadata
+                            .apply_leader_hint(&b.topic, b.partition, leader, epoch);
+                    }
                     let msg = p.error_message.clone();
                     self.retry_or_fail(b, code, msg.as_deref(), now);
                 }
