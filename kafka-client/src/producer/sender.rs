@@ -57,6 +57,8 @@ struct PartitionSequence {
     next: i32,
     /// Sequence the broker expects next (everything before it is acknowledged).
     acked_next: i32,
+    /// Sequence after the last batch sent.
+    sent_end: i32,
     /// Batches in flight.
     in_flight: usize,
     /// Node they went to.
@@ -435,9 +437,10 @@ impl Sender {
         if !idempotent {
             return true;
         }
-        // A retry waits until everything before it has come back; a new batch may join
-        // the in-flight ones only on the same connection.
-        batch.sequence.is_none() && s.node == Some(node)
+        // A batch may join the ones in flight only on the same connection (which keeps order)
+        // and only as their direct successor: a retry whose predecessors are still out from
+        // an earlier attempt waits until they are back (failed behind it, most likely).
+        s.node == Some(node) && batch.sequence.is_none_or(|seq| seq == s.sent_end)
     }
 
     /// Drains and sends. Returns when the next batch becomes sendable, if known.
@@ -488,6 +491,7 @@ impl Sender {
                     };
                     s.in_flight += 1;
                     s.node = Some(node);
+                    s.sent_end = next_sequence(seq, b.record_count());
                     seq
                 } else {
                     -1
