@@ -1,0 +1,944 @@
+#!/usr/bin/env python3
+"""The benchmarks of issue 7, run by `scripts/bench` (which installs and builds what is needed
+and then runs this file). Everything a figure needs is started here and stopped again: local
+Kafka clusters (scripts/kafka/kafka), the clients, the checkpointed service.
+
+Sections (`--sections`, default all of them, in this order):
+
+  startup     each producer's fixed cost: CPU and peak RSS of a run of 1,000 records
+  producer    throughput of every peer (records/s, MB/s, CPU per million records, peak RSS),
+              then delivery latency at a fixed offered rate (50 % of the slowest peer's
+              throughput in that configuration), for each cluster x value size x acks
+  overhead    our producer with and without its checkpoint resource (crac.register=false)
+  checkpoint  the real service (tests/src/bin/kafka_service.rs) under CRIU: checkpoint time
+              split into hooks / drain / dump, restore, restore to first ack, against a cold
+              start that rebuilds the same state
+
+A consumer section (ours vs Java's ConsumerPerformance vs librdkafka, records/s reading a
+prefilled topic) goes in as one more function in SECTIONS plus a `consumer_argv` beside
+`Peer.producer_argv`; the cluster, topic, run and report plumbing is shared.
+
+The producers run with the same settings, passed by their Java names (librdkafka knows the same
+names): acks, batch.size, linger.ms, enable.idempotence (on with acks=all as Java's default is,
+off with acks=1 where Java turns it off), no compression, 32 MiB of buffer (buffer.memory;
+librdkafka: queue.buffering.max.kbytes), TCP_NODELAY (librdkafka: socket.nagle.disable).
+Requests in flight per connection stay at each client's default: 5 in Java and ours, 5 in
+librdkafka with idempotence and 1,000,000 without; librdkafka puts one partition in a produce
+request where Java and ours put every ready partition of the broker, so a cap of 5 would starve
+it. Records have no key (sticky partitioning in all three) and the same random payload.
+
+Measures: records/s is what each client reports (first send to the end of flush/close). CPU is
+utime+stime of the client process from wait4(2) (the JVM's JIT and GC threads included, the
+broker excluded); peak RSS is its ru_maxrss (the kernel's VmHWM). Latency is per record from
+send() to the delivery callback; Java's tool reports whole milliseconds.
+
+Every figure is the median over rounds with min-max beside it; peers take turns within a round
+(rotating who goes first) so that load from the rest of the machine spreads over all of them.
+Results: results.json (every run), results.md, chart.png in --out.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KAFKA = ROOT / "scripts" / "kafka" / "kafka"
+PARTITIONS = 6
+SIZES = [100, 1000]
+ACKS = ["1", "all"]
+BATCH_SIZE = int(os.environ.get("BENCH_BATCH_SIZE", "16384"))
+LINGER_MS = int(os.environ.get("BENCH_LINGER_MS", "5"))
+BUFFER_BYTES = 32 * 1024 * 1024
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def loadavg():
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except OSError:
+        return float("nan")
+
+
+def stats(values):
+    """(median, min, max) of the finite values, or Nones."""
+    v = sorted(x for x in values if x is not None and x == x)
+    if not v:
+        return (None, None, None)
+    return (statistics.median(v), v[0], v[-1])
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+class RunResult:
+    def __init__(self, code, out, cpu_s, rss_kb, wall_s):
+        self.code, self.out, self.cpu_s, self.rss_kb, self.wall_s = code, out, cpu_s, rss_kb, wall_s
+
+
+def run_measured(argv, log_path, timeout, env=None):
+    """Runs a client; returns its exit code, stdout, and CPU and peak RSS from wait4(2)."""
+    t0 = time.monotonic()
+    with open(log_path, "ab") as err:
+        err.write(f"\n$ {' '.join(map(str, argv))}\n".encode())
+        err.flush()
+        p = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=err, env=env)
+    killed = []
+
+    def kill():
+        killed.append(True)
+        try:
+            os.kill(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    out = p.stdout.read().decode(errors="replace")
+    p.stdout.close()
+    _, status, ru = os.wait4(p.pid, 0)
+    timer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    code = p.returncode if not killed else -999
+    return RunResult(code, out, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, time.monotonic() - t0)
+
+
+def kafka(*args, check=True, timeout=180):
+    r = subprocess.run([str(KAFKA), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"kafka {' '.join(map(str, args))} failed:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+class Cluster:
+    def __init__(self, brokers, workdir):
+        self.brokers = brokers
+        self.dir = workdir / f"kafka-{brokers}"
+        shutil.rmtree(self.dir, ignore_errors=True)
+        log(f"starting a {brokers}-broker cluster in {self.dir}")
+        r = kafka("start", "--brokers", brokers, "--dir", self.dir, "--owner", os.getpid(), "--cleanup", timeout=300)
+        self.bootstrap = r.stdout.strip().splitlines()[-1]
+
+    def topics(self, *args, check=True):
+        return kafka("--dir", self.dir, "topics", "--bootstrap-server", self.bootstrap, *args, check=check)
+
+    def create_topic(self, name):
+        args = ["--create", "--topic", name, "--partitions", PARTITIONS, "--replication-factor", self.brokers]
+        if self.brokers >= 3:
+            args += ["--config", "min.insync.replicas=2"]
+        self.topics(*args)
+        # Every partition has a leader before a client starts.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            d = self.topics("--describe", "--topic", name, check=False).stdout
+            leaders = re.findall(r"Leader: (-?\d+)", d)
+            if len(leaders) == PARTITIONS and all(int(x) >= 0 for x in leaders):
+                time.sleep(1)
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"topic {name}: partitions without a leader")
+
+    def delete_topic(self, name):
+        self.topics("--delete", "--topic", name, check=False)
+
+    def stop(self):
+        kafka("--dir", self.dir, "stop", check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# --- the peers ---------------------------------------------------------------------------------
+
+RESULT = re.compile(r"^result (.*)$", re.M)
+JAVA_TOTAL = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th"
+)
+
+
+def common_props(acks):
+    return {
+        "acks": acks,
+        "batch.size": BATCH_SIZE,
+        "linger.ms": LINGER_MS,
+        "enable.idempotence": "true" if acks == "all" else "false",
+        "compression.type": "none",
+    }
+
+
+class Peer:
+    name = ""
+    label = ""
+
+    def props(self, acks):
+        return common_props(acks)
+
+    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None):
+        raise NotImplementedError
+
+    def parse(self, out):
+        m = RESULT.findall(out)
+        if not m:
+            return None
+        kv = dict(w.split("=", 1) for w in m[-1].split())
+        return {
+            "records_per_sec": float(kv["records_per_sec"]),
+            "lat_avg_ms": float(kv["lat_avg_ms"]),
+            "lat_p50_ms": float(kv["lat_p50_ms"]),
+            "lat_p99_ms": float(kv["lat_p99_ms"]),
+            "lat_p999_ms": float(kv["lat_p999_ms"]),
+            "lat_max_ms": float(kv["lat_max_ms"]),
+            "failed": int(kv["failed"]),
+        }
+
+
+class Ours(Peer):
+    name, label = "ours", "crac-rs kafka-client"
+
+    def __init__(self, exe):
+        self.exe = exe
+
+    def props(self, acks):
+        p = common_props(acks)
+        p["buffer.memory"] = BUFFER_BYTES
+        return p
+
+    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None):
+        argv = [self.exe, "--bootstrap", bootstrap, "--topic", topic, "--records", records, "--record-size", size]
+        if rate:
+            argv += ["--rate", f"{rate:.0f}"]
+        for k, v in {**self.props(acks), **(extra or {})}.items():
+            argv += ["-X", f"{k}={v}"]
+        return argv
+
+
+class Rdkafka(Ours):
+    name, label = "librdkafka", "librdkafka (rdkafka crate)"
+
+    def props(self, acks):
+        p = common_props(acks)
+        p["compression.codec"] = p.pop("compression.type")
+        p["queue.buffering.max.kbytes"] = BUFFER_BYTES // 1024
+        # The byte limit above is the one that binds, as buffer.memory does in Java.
+        p["queue.buffering.max.messages"] = 10_000_000
+        # Java and ours set TCP_NODELAY; librdkafka leaves Nagle on unless told.
+        p["socket.nagle.disable"] = "true"
+        return p
+
+
+class Java(Peer):
+    name, label = "java", "Java (ProducerPerformance)"
+
+    def props(self, acks):
+        p = common_props(acks)
+        p["buffer.memory"] = BUFFER_BYTES
+        return p
+
+    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None):
+        argv = [KAFKA, "producer-perf", "--bootstrap-server", bootstrap, "--topic", topic,
+                "--num-records", records, "--record-size", size,
+                "--throughput", f"{rate:.0f}" if rate else "-1", "--command-property"]
+        argv += [f"{k}={v}" for k, v in {**self.props(acks), **(extra or {})}.items()]
+        return argv
+
+    def parse(self, out):
+        m = JAVA_TOTAL.findall(out)
+        if not m:
+            return None
+        sent, rps, _mbps, avg, mx, p50, _p95, p99, p999 = m[-1]
+        return {
+            "records_per_sec": float(rps),
+            "lat_avg_ms": float(avg),
+            "lat_p50_ms": float(p50),
+            "lat_p99_ms": float(p99),
+            "lat_p999_ms": float(p999),
+            "lat_max_ms": float(mx),
+            "failed": 0,
+            "sent": int(sent),
+        }
+
+
+# --- the sections ------------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.quick = args.quick
+        self.out = Path(args.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.work = Path(args.work)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.client_log = self.out / "clients.log"
+        self.client_log.write_text("")
+        self.rounds = args.rounds or (1 if self.quick else 3)
+        self.records = {100: args.records_100 or (100_000 if self.quick else 1_000_000),
+                        1000: args.records_1k or (25_000 if self.quick else 250_000)}
+        self.latency_s = 2 if self.quick else 6
+        peers = {"ours": Ours(args.ours), "librdkafka": Rdkafka(args.rdkafka), "java": Java()}
+        self.peers = [peers[p] for p in args.peers.split(",")]
+        self.runs = []
+        self.checkpoints = []
+        self.meta = {}
+        self.clusters = {}
+
+    # One run of one producer; appended to self.runs.
+    def producer_run(self, peer, cluster, topic, size, acks, mode, rnd, records, rate=None, extra=None, tag=None):
+        argv = peer.producer_argv(cluster.bootstrap, topic, records, size, acks, rate, extra)
+        load = loadavg()
+        r = run_measured(argv, self.client_log, timeout=600)
+        parsed = peer.parse(r.out)
+        row = {
+            "peer": peer.name, "brokers": cluster.brokers, "size": size, "acks": acks, "mode": mode,
+            "round": rnd, "records": records, "rate": rate, "tag": tag, "exit": r.code,
+            "cpu_s": r.cpu_s, "rss_mb": r.rss_kb / 1024, "wall_s": r.wall_s, "load1": load,
+        }
+        if r.code != 0 or not parsed or parsed.get("failed"):
+            row["error"] = f"exit {r.code}; output: {r.out.strip()[-300:]}"
+            log(f"  {peer.name}: FAILED ({row['error']}); see {self.client_log}")
+        else:
+            row.update(parsed)
+            row["mb_per_sec"] = parsed["records_per_sec"] * size / 1e6
+            row["cpu_s_per_m"] = r.cpu_s / records * 1e6
+            log(f"  {peer.name:<10} {parsed['records_per_sec']:>10.0f} rec/s  cpu {r.cpu_s:6.2f} s  "
+                f"rss {row['rss_mb']:6.1f} MB  p50 {parsed['lat_p50_ms']:.2f} p99 {parsed['lat_p99_ms']:.2f} ms  "
+                f"(load {load:.1f})")
+        self.runs.append(row)
+        return row
+
+    def cluster(self, brokers):
+        for b, c in list(self.clusters.items()):
+            if b != brokers:
+                c.stop()
+                del self.clusters[b]
+        if brokers not in self.clusters:
+            c = Cluster(brokers, self.work)
+            self.clusters[brokers] = c
+            self.warm_up(c)
+        return self.clusters[brokers]
+
+    def warm_up(self, c):
+        """A fresh broker is slow until its JIT has compiled the produce path: every client
+        sends some records first, unmeasured."""
+        topic = "bench-warmup"
+        c.create_topic(topic)
+        n = 50_000 if self.quick else 300_000
+        log(f"warming the broker(s) up: {n} records from each client")
+        for peer in self.peers:
+            for acks in ACKS:
+                argv = peer.producer_argv(c.bootstrap, topic, n, 100, acks, None)
+                r = run_measured(argv, self.client_log, timeout=600)
+                if r.code != 0:
+                    log(f"  warm-up of {peer.name} failed (exit {r.code}); see {self.client_log}")
+        c.delete_topic(topic)
+
+    def stop_clusters(self):
+        for c in self.clusters.values():
+            c.stop()
+        self.clusters = {}
+
+    def wait_for_quiet(self):
+        if not self.args.max_load:
+            return
+        deadline = time.monotonic() + 180
+        while loadavg() > self.args.max_load and time.monotonic() < deadline:
+            time.sleep(5)
+
+    def section_startup(self):
+        c = self.cluster(1)
+        topic = "bench-startup"
+        c.create_topic(topic)
+        for rnd in range(self.rounds):
+            for peer in self.peers:
+                self.producer_run(peer, c, topic, 100, "1", "startup", rnd, 1000)
+        c.delete_topic(topic)
+
+    def section_producer(self):
+        for brokers in self.args.brokers:
+            c = self.cluster(brokers)
+            for size in SIZES:
+                for acks in ACKS:
+                    self.producer_config(c, size, acks)
+
+    def producer_config(self, c, size, acks):
+        topic = f"bench-b{c.brokers}-s{size}-a{acks}"
+        c.create_topic(topic)
+        self.wait_for_quiet()
+        log(f"throughput: {c.brokers} broker(s), {size} B values, acks={acks}, {self.records[size]} records")
+        n = len(self.peers)
+        for rnd in range(self.rounds):
+            for i in range(n):
+                peer = self.peers[(i + rnd) % n]
+                self.producer_run(peer, c, topic, size, acks, "throughput", rnd, self.records[size])
+        # Latency at a fixed offered rate: half the slowest peer's median throughput.
+        medians = []
+        for peer in self.peers:
+            m = stats(r.get("records_per_sec") for r in self.runs
+                      if r["mode"] == "throughput" and r["peer"] == peer.name and r["brokers"] == c.brokers
+                      and r["size"] == size and r["acks"] == acks)[0]
+            if m:
+                medians.append(m)
+        if medians:
+            rate = round(0.5 * min(medians), -2) or 100
+            records = int(rate * self.latency_s)
+            log(f"latency: {rate:.0f} records/s offered, {records} records")
+            for rnd in range(self.rounds):
+                for i in range(n):
+                    peer = self.peers[(i + rnd) % n]
+                    self.producer_run(peer, c, topic, size, acks, "latency", rnd, records, rate=rate)
+        c.delete_topic(topic)
+
+    def section_overhead(self):
+        ours = next((p for p in self.peers if p.name == "ours"), None)
+        if not ours:
+            return
+        c = self.cluster(1)
+        topic = "bench-overhead"
+        c.create_topic(topic)
+        rounds = max(self.rounds, 2 if self.quick else 5)
+        log(f"overhead of the checkpoint resource: {rounds} rounds each")
+        for rnd in range(rounds):
+            variants = [("registered", {}), ("unregistered", {"crac.register": "false"})]
+            if rnd % 2:
+                variants.reverse()
+            for tag, extra in variants:
+                self.producer_run(ours, c, topic, 100, "1", "overhead", rnd, self.records[100], extra=extra, tag=tag)
+        c.delete_topic(topic)
+
+    def section_checkpoint(self):
+        c = self.cluster(1)
+        topic = "bench-service"
+        c.create_topic(topic)
+        sizes = [int(s) for s in self.args.state_mb.split(",")] if self.args.state_mb else ([10] if self.quick else [10, 200, 1024])
+        for mb in sizes:
+            for rnd in range(self.rounds):
+                log(f"checkpoint/restore: {mb} MB of state, round {rnd + 1}")
+                try:
+                    row = checkpoint_round(self, c, topic, mb)
+                except Exception as e:  # keep going: the report says what failed
+                    row = {"error": str(e)}
+                    log(f"  FAILED: {e}")
+                row.update({"state_mb": mb, "round": rnd})
+                self.checkpoints.append(row)
+        c.delete_topic(topic)
+
+
+# --- checkpoint and restore of the real service ------------------------------------------------
+
+TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z\s")
+
+
+def ts_ns(line):
+    m = TS.match(line)
+    if not m:
+        return None
+    whole, frac = m.group(1).split(".")
+    t = datetime.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+    return int(t.timestamp()) * 10**9 + int(frac.ljust(9, "0")[:9])
+
+
+class Lines:
+    """Reads a process's stdout on a thread; `expect` waits for a line with a prefix."""
+
+    def __init__(self, stream):
+        self.lines, self.cv, self.eof = [], threading.Condition(), False
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream):
+        for raw in stream:
+            with self.cv:
+                self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+                self.cv.notify_all()
+        with self.cv:
+            self.eof = True
+            self.cv.notify_all()
+
+    def find(self, prefix, timeout):
+        """The first line with `prefix`, or None if none came within `timeout`."""
+        try:
+            return self.expect(prefix, timeout)[0]
+        except RuntimeError:
+            return None
+
+    def expect(self, prefix, timeout, after=0):
+        deadline = time.monotonic() + timeout
+        with self.cv:
+            while True:
+                for i in range(after, len(self.lines)):
+                    if self.lines[i].startswith(prefix):
+                        return self.lines[i], i + 1
+                left = deadline - time.monotonic()
+                if self.eof or left <= 0:
+                    tail = "\n  ".join(self.lines[-5:])
+                    raise RuntimeError(f"no `{prefix}` line ({'exited' if self.eof else 'timeout'}); last lines:\n  {tail}")
+                self.cv.wait(left)
+
+
+def field(line, key):
+    m = re.search(rf"(?:^|\s){re.escape(key)}=(\S+)", line)
+    return m.group(1) if m else None
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def criu_log_ms(path):
+    try:
+        for line in reversed(Path(path).read_text(errors="replace").splitlines()):
+            m = re.match(r"\((\s*[\d.]+)\)", line)
+            if m:
+                return float(m.group(1)) * 1e3
+    except OSError:
+        pass
+    return None
+
+
+def dir_mb(d):
+    return sum(f.stat().st_size for f in Path(d).iterdir() if f.is_file()) / 2**20
+
+
+def checkpoint_round(bench, cluster, topic, mb):
+    a = bench.args
+    img = bench.work / f"image-{mb}"
+    shutil.rmtree(img, ignore_errors=True)
+    errlog = bench.out / f"service-{mb}mb.log"
+    env = dict(os.environ)
+    for k in ("CRAC_CHECKPOINT_MODE", "CRAC_ENGINE", "SVC_FINAL"):
+        env.pop(k, None)
+    env.update({
+        "CRAC_CRIU": a.criu, "CRAC_CHECKPOINT_TO": str(img), "SVC_BOOTSTRAP": cluster.bootstrap,
+        "SVC_TOPIC": topic, "SVC_STATE_MB": str(mb), "SVC_RATE": "1000", "SVC_QUIESCE": "1",
+        "SVC_LOG": "info,crac_api=debug",
+    })
+    row = {}
+    svc_pid = None
+    procs = []
+    try:
+        with open(errlog, "ab") as err:
+            err.write(f"\n=== {mb} MB cold start\n".encode())
+            err.flush()
+            start_size = errlog.stat().st_size
+            t_spawn = time.time_ns()
+            p = subprocess.Popen([a.service], stdout=subprocess.PIPE, stderr=err, env=env)
+        procs.append(p)
+        svc_pid = p.pid
+        out = Lines(p.stdout)
+        ready, _ = out.expect("ready ", 600)
+        row["state_build_ms"] = float(field(ready, "state_ms"))
+        coarse, _ = out.expect("first_ack ", 120)
+        precise = out.find("first_ack_of_gen gen=0 ", 2)
+        if precise:
+            row["cold_first_ack_ms"] = (int(field(precise, "unix_ns")) - t_spawn) / 1e6
+        else:  # a service without the precise line: its own figure, from the start of main()
+            row["cold_first_ack_ms"] = float(field(coarse, "ms_since_start"))
+        # Let it produce for a moment, then checkpoint it from outside.
+        _, pos = out.expect("progress ", 60)
+        _, pos = out.expect("progress ", 60, pos)
+        died = {}
+
+        def waiter():
+            p.wait()
+            died["ns"] = time.time_ns()
+
+        w = threading.Thread(target=waiter, daemon=True)
+        w.start()
+        t_req = time.time_ns()
+        ck = subprocess.run([a.crac, "checkpoint", str(p.pid), "--timeout", "300"], capture_output=True,
+                            text=True, env=env, timeout=330)
+        w.join(60)
+        if ck.returncode != 0 or not (img / "inventory.img").exists():
+            raise RuntimeError(f"checkpoint failed: {ck.stdout}{ck.stderr}")
+        t_dead = died["ns"]
+        text = errlog.read_bytes()[start_size:].decode(errors="replace").splitlines()
+        hooks_done = hooks_ms = drain_us = None
+        for l in text:
+            if "before_checkpoint done" in l:
+                hooks_done, hooks_ms = ts_ns(l), float(field(l, "elapsed_ms"))
+            elif "phase=before_checkpoint" in l and "kafka-producer[" in l and "hook done" in l:
+                drain_us = float(field(l, "elapsed_us"))
+        if hooks_done is None:
+            raise RuntimeError(f"no `before_checkpoint done` line in {errlog}")
+        row["checkpoint_total_ms"] = (t_dead - t_req) / 1e6
+        row["hooks_ms"] = hooks_ms
+        row["drain_ms"] = drain_us / 1e3 if drain_us is not None else None
+        row["before_hooks_ms"] = (hooks_done - hooks_ms * 1e6 - t_req) / 1e6
+        row["dump_ms"] = (t_dead - hooks_done) / 1e6
+        row["criu_dump_ms"] = criu_log_ms(img / "dump.log")
+        row["image_mb"] = dir_mb(img)
+
+        # Restore; the restored copy sends 200 more records and exits.
+        with open(errlog, "ab") as err:
+            err.write(f"\n=== {mb} MB restore\n".encode())
+            err.flush()
+            start_size = errlog.stat().st_size
+            t0 = time.time_ns()
+            r = subprocess.Popen([a.crac, "restore", str(img), "--env", "SVC_FINAL=200"], stdout=subprocess.PIPE,
+                                 stderr=err, env=env)
+        procs.append(r)
+        rout = Lines(r.stdout)
+        coarse, _ = rout.expect("first_ack_after_restore ", 120)
+        precise = rout.find("first_ack_of_gen gen=1 ", 2)
+        rout.expect("done ", 120)
+        code = r.wait(120)
+        if code != 0:
+            raise RuntimeError(f"the restored service exited with {code}")
+        text = errlog.read_bytes()[start_size:].decode(errors="replace").splitlines()
+        for l in text:
+            if "crac_api::core: restored generation" in l:
+                row["restore_ms"] = (ts_ns(l) - t0) / 1e6
+            m = re.search(r"restored pid \d+ from \S+ in ([\d.]+) ms", l)
+            if m:
+                row["crac_restore_ms"] = float(m.group(1))
+        if precise:
+            row["restore_first_ack_ms"] = (int(field(precise, "unix_ns")) - t0) / 1e6
+        else:  # the service's own figure (a poll every 250 ms) after the restore
+            row["restore_first_ack_ms"] = row.get("restore_ms", 0) + float(field(coarse, "ms"))
+        row["cold_over_restore"] = row["cold_first_ack_ms"] / row["restore_first_ack_ms"]
+        log(f"  cold first ack {row['cold_first_ack_ms']:.0f} ms; checkpoint {row['checkpoint_total_ms']:.0f} ms "
+            f"(hooks {row['hooks_ms']:.1f}, drain {row['drain_ms'] or 0:.1f}, dump {row['dump_ms']:.0f}, "
+            f"criu {row['criu_dump_ms'] or 0:.0f}); image {row['image_mb']:.0f} MB; restore {row.get('restore_ms', 0):.0f} ms; "
+            f"first ack after restore {row['restore_first_ack_ms']:.0f} ms")
+        return row
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if svc_pid and alive(svc_pid):
+            # The restored copy (same pid as the original) outlived its `crac restore`.
+            try:
+                os.kill(svc_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(img, ignore_errors=True)
+
+
+SECTIONS = {
+    "startup": Bench.section_startup,
+    "producer": Bench.section_producer,
+    "overhead": Bench.section_overhead,
+    "checkpoint": Bench.section_checkpoint,
+}
+
+
+# --- facts about the machine and the versions --------------------------------------------------
+
+
+def sh(*argv):
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        return (r.stdout + r.stderr).strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def machine_facts(args):
+    cpu = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = ""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal"):
+            mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+    os_name = ""
+    try:
+        os_name = re.search(r'PRETTY_NAME="([^"]*)"', Path("/etc/os-release").read_text()).group(1)
+    except (OSError, AttributeError):
+        pass
+    pom = (ROOT / "scripts" / "kafka" / "pom.xml").read_text()
+    kafka_version = re.search(r"<kafka.version>(.*?)</kafka.version>", pom).group(1)
+    lock = (ROOT / "tests" / "peers" / "rdkafka-bench" / "Cargo.lock").read_text()
+    rd = re.search(r'name = "rdkafka"\nversion = "([^"]+)"', lock)
+    rds = re.search(r'name = "rdkafka-sys"\nversion = "([^"]+)"', lock)
+    java = sh("java", "-version").splitlines()
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory": mem,
+        "os": os_name,
+        "kernel": platform.release(),
+        "rustc": sh("rustc", "--version"),
+        "java": java[1] if len(java) > 1 else (java[0] if java else ""),
+        "kafka": kafka_version,
+        "rdkafka": f"rdkafka {rd.group(1) if rd else '?'}, rdkafka-sys {rds.group(1) if rds else '?'} (bundled librdkafka, built from source)",
+        "criu": sh(args.criu, "--version").splitlines()[0] if args.criu else "",
+        "commit": sh("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD")
+        + (" (with uncommitted changes)" if sh("git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no") else ""),
+        "mode": "quick" if args.quick else "full",
+        "load_at_start": Path("/proc/loadavg").read_text().split()[:3],
+    }
+
+
+# --- the report --------------------------------------------------------------------------------
+
+
+def fmt(v, digits=0):
+    return "–" if v is None else f"{v:,.{digits}f}"
+
+
+def spread(values, digits=0):
+    med, lo, hi = stats(values)
+    if med is None:
+        return "failed"
+    if lo == hi:
+        return fmt(med, digits)
+    return f"{fmt(med, digits)} ({fmt(lo, digits)}–{fmt(hi, digits)})"
+
+
+def pick(runs, **kw):
+    return [r for r in runs if all(r.get(k) == v for k, v in kw.items()) and "error" not in r]
+
+
+def ratio(a, b):
+    return None if not a or not b else a / b
+
+
+def configs(runs, mode):
+    seen = []
+    for r in runs:
+        k = (r["brokers"], r["size"], r["acks"])
+        if r["mode"] == mode and k not in seen:
+            seen.append(k)
+    return seen
+
+
+def cfg_label(b, size, acks):
+    return f"{b} broker{'s, RF 3' if b > 1 else ''} · {size} B · acks={acks}"
+
+
+def report(bench):
+    m = bench.meta
+    runs = bench.runs
+    peers = bench.peers
+    names = [p.name for p in peers]
+    L = []
+    L.append(f"# Benchmarks {m['date']} ({m['mode']})\n")
+    L.append("Made by `scripts/bench` " + ("--quick " if bench.quick else "") + f"at commit {m['commit']}.\n")
+    L.append("| machine | |\n|---|---|")
+    for k in ("cpu", "cores", "memory", "os", "kernel", "load_at_start"):
+        v = m[k] if not isinstance(m[k], list) else " ".join(m[k])
+        L.append(f"| {k.replace('_', ' ')} | {v} |")
+    for k in ("rustc", "java", "kafka", "rdkafka", "criu"):
+        L.append(f"| {k} | {m[k]} |")
+    L.append("")
+    L.append(
+        f"Settings, the same for every producer: {PARTITIONS} partitions (replication factor = brokers, "
+        f"min.insync.replicas=2 with 3), batch.size={BATCH_SIZE}, linger.ms={LINGER_MS}, 32 MiB buffer, "
+        "no compression, TCP_NODELAY, idempotence on with acks=all and off with acks=1, requests in flight per connection at each client's default (5; librdkafka: 5 with idempotence, 1,000,000 without, one partition per request), records "
+        "without key or headers, one random payload. "
+        f"Records per run: {bench.records[100]:,} of 100 B, {bench.records[1000]:,} of 1 KB; {bench.rounds} round(s); "
+        "the brokers and the client share the machine's cores. Figures: median (min–max) over the rounds. "
+        "CPU is the client process's user+system time (wait4), RSS its peak (ru_maxrss = VmHWM); "
+        "the JVM's figures include its JIT and GC threads.\n"
+    )
+    # Throughput.
+    tp_cfgs = configs(runs, "throughput")
+    if tp_cfgs:
+        L.append("## Producer throughput\n")
+        head = "| configuration | client | records/s | MB/s | CPU s / M records | peak RSS MB |"
+        L.append(head)
+        L.append("|---|---|---:|---:|---:|---:|")
+        for (b, size, acks) in tp_cfgs:
+            for p in peers:
+                rs = pick(runs, mode="throughput", peer=p.name, brokers=b, size=size, acks=acks)
+                L.append(f"| {cfg_label(b, size, acks)} | {p.name} | {spread([r['records_per_sec'] for r in rs])} | "
+                         f"{spread([r['mb_per_sec'] for r in rs], 1)} | {spread([r['cpu_s_per_m'] for r in rs], 2)} | "
+                         f"{spread([r['rss_mb'] for r in rs])} |")
+        L.append("")
+        L.append("### Ratios (same run, medians)\n")
+        others = [n for n in names if n != "ours"]
+        if "ours" in names and others:
+            h = "| configuration |" + "".join(f" throughput ours/{o} | CPU per record ours/{o} |" for o in others)
+            L.append(h)
+            L.append("|---|" + "---:|---:|" * len(others))
+            for (b, size, acks) in tp_cfgs:
+                med = {n: (stats(r["records_per_sec"] for r in pick(runs, mode="throughput", peer=n, brokers=b, size=size, acks=acks))[0],
+                           stats(r["cpu_s_per_m"] for r in pick(runs, mode="throughput", peer=n, brokers=b, size=size, acks=acks))[0])
+                       for n in names}
+                cells = ""
+                for o in others:
+                    cells += f" {fmt(ratio(med['ours'][0], med[o][0]), 2)}× | {fmt(ratio(med['ours'][1], med[o][1]), 2)}× |"
+                L.append(f"| {cfg_label(b, size, acks)} |{cells}")
+            L.append("\nThroughput ratio > 1: ours is faster; CPU ratio < 1: ours spends less CPU per record.\n")
+    lat_cfgs = configs(runs, "latency")
+    if lat_cfgs:
+        L.append("## Delivery latency at a fixed offered rate\n")
+        L.append("Rate: half the slowest client's median throughput in that configuration. Latency per record from "
+                 "send() to its callback; Java's tool reports whole milliseconds.\n")
+        L.append("| configuration | rate rec/s | client | p50 ms | p99 ms | p99.9 ms | CPU s / M records |")
+        L.append("|---|---:|---|---:|---:|---:|---:|")
+        for (b, size, acks) in lat_cfgs:
+            for p in peers:
+                rs = pick(runs, mode="latency", peer=p.name, brokers=b, size=size, acks=acks)
+                rate = rs[0]["rate"] if rs else None
+                L.append(f"| {cfg_label(b, size, acks)} | {fmt(rate)} | {p.name} | {spread([r['lat_p50_ms'] for r in rs], 2)} | "
+                         f"{spread([r['lat_p99_ms'] for r in rs], 2)} | {spread([r['lat_p999_ms'] for r in rs], 2)} | "
+                         f"{spread([r['cpu_s_per_m'] for r in rs], 2)} |")
+        L.append("")
+    st = [r for r in runs if r["mode"] == "startup"]
+    if st:
+        L.append("## Fixed cost of a client (1,000 records of 100 B, 1 broker)\n")
+        L.append("| client | CPU s | peak RSS MB | wall s |")
+        L.append("|---|---:|---:|---:|")
+        for p in peers:
+            rs = pick(runs, mode="startup", peer=p.name)
+            L.append(f"| {p.name} | {spread([r['cpu_s'] for r in rs], 2)} | {spread([r['rss_mb'] for r in rs])} | "
+                     f"{spread([r['wall_s'] for r in rs], 2)} |")
+        L.append("")
+    ov = [r for r in runs if r["mode"] == "overhead"]
+    if ov:
+        reg = pick(runs, mode="overhead", tag="registered")
+        unreg = pick(runs, mode="overhead", tag="unregistered")
+        a = stats(r["records_per_sec"] for r in reg)[0]
+        b = stats(r["records_per_sec"] for r in unreg)[0]
+        L.append("## Overhead of being checkpoint-ready (ours, 1 broker, 100 B, acks=1)\n")
+        L.append("| producer | records/s | CPU s / M records |")
+        L.append("|---|---:|---:|")
+        L.append(f"| resource registered (default) | {spread([r['records_per_sec'] for r in reg])} | {spread([r['cpu_s_per_m'] for r in reg], 2)} |")
+        L.append(f"| `crac.register=false` | {spread([r['records_per_sec'] for r in unreg])} | {spread([r['cpu_s_per_m'] for r in unreg], 2)} |")
+        if a and b:
+            L.append(f"\nRegistered / unregistered throughput: {a / b:.3f} (medians of {len(reg)} and {len(unreg)} runs, "
+                     "taken in alternation).\n")
+    ck = bench.checkpoints
+    if ck:
+        L.append("## Checkpoint and restore of the producing service (CRIU)\n")
+        L.append("`tests/src/bin/kafka_service.rs` builds its state, produces 1,000 records/s (acks=all, 1 broker), is "
+                 "checkpointed from outside with `crac checkpoint PID` (stop after dump) and restored with `crac restore`. "
+                 "Checkpoint = the request to the process gone with its image written: *request → hooks* = the signal "
+                 "to the first hook (the control thread takes the request, the engine is selected), *hooks* = every `before_checkpoint` "
+                 "(the loop parks, then the producer drains: every record acknowledged, connections closed), *dump* = "
+                 "fd check, CRIU started and its dump until the process is killed (*CRIU* = CRIU's own log time). "
+                 "Restore = `crac restore` started to the process running again; first ack = `crac restore` started (or, "
+                 "cold, the program started) to the first record acknowledged by the broker.\n")
+        L.append("| state | image MB | checkpoint ms | request → hooks | hooks ms | of which drain | dump ms | CRIU ms | restore ms | restore → first ack ms | cold start → first ack ms | cold / restore |")
+        L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for mb in sorted({r["state_mb"] for r in ck}):
+            rs = [r for r in ck if r["state_mb"] == mb and "error" not in r]
+            fails = len([r for r in ck if r["state_mb"] == mb and "error" in r])
+            col = lambda k, d=0: spread([r.get(k) for r in rs], d)  # noqa: E731
+            L.append(f"| {mb} MB | {col('image_mb')} | {col('checkpoint_total_ms')} | {col('before_hooks_ms', 1)} | {col('hooks_ms', 1)} | {col('drain_ms', 1)} | "
+                     f"{col('dump_ms')} | {col('criu_dump_ms')} | {col('restore_ms')} | {col('restore_first_ack_ms')} | "
+                     f"{col('cold_first_ack_ms')} | {col('cold_over_restore', 1)}× |" + (f" ({fails} failed)" if fails else ""))
+        L.append("")
+    failed = [r for r in runs if "error" in r] + [r for r in ck if "error" in r]
+    if failed:
+        L.append(f"## Failed runs ({len(failed)})\n")
+        for r in failed:
+            L.append(f"- {json.dumps({k: v for k, v in r.items() if k != 'error'})}: {r['error'][:300]}")
+        L.append("")
+    return "\n".join(L)
+
+
+def chart(bench, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib missing: no chart")
+        return False
+    runs = bench.runs
+    cfgs = configs(runs, "throughput")
+    if not cfgs:
+        return False
+    peers = bench.peers
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    width = 0.8 / len(peers)
+    colors = {"ours": "#d62728", "librdkafka": "#1f77b4", "java": "#ff7f0e"}
+    for ax, key, title in ((axes[0], "records_per_sec", "throughput, records/s (higher is better)"),
+                           (axes[1], "cpu_s_per_m", "client CPU s per million records (lower is better)")):
+        for j, p in enumerate(peers):
+            med, lo, hi = [], [], []
+            for (b, size, acks) in cfgs:
+                s = stats(r[key] for r in pick(runs, mode="throughput", peer=p.name, brokers=b, size=size, acks=acks))
+                med.append(s[0] or 0)
+                lo.append((s[0] or 0) - (s[1] or 0))
+                hi.append((s[2] or 0) - (s[0] or 0))
+            xs = [i + (j - (len(peers) - 1) / 2) * width for i in range(len(cfgs))]
+            ax.bar(xs, med, width, yerr=[lo, hi], capsize=2, label=p.label, color=colors.get(p.name))
+        ax.set_xticks(range(len(cfgs)))
+        ax.set_xticklabels([f"{b}b {'100B' if s == 100 else '1KB'}\nacks={a}" for (b, s, a) in cfgs], fontsize=8)
+        ax.set_title(title, fontsize=10)
+        if key == "cpu_s_per_m":
+            ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    m = bench.meta
+    fig.suptitle(f"Kafka producers, {m['date']}, {m['cores']} cores ({m['mode']} mode); median of {bench.rounds} round(s), bars = min–max",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--work", required=True, help="scratch directory (clusters, images)")
+    ap.add_argument("--sections", default=",".join(SECTIONS))
+    ap.add_argument("--peers", default="ours,librdkafka,java")
+    ap.add_argument("--brokers", default=None, help="clusters for the producer section, e.g. 1,3")
+    ap.add_argument("--rounds", type=int, default=0)
+    ap.add_argument("--records-100", type=int, default=0)
+    ap.add_argument("--records-1k", type=int, default=0)
+    ap.add_argument("--state-mb", default="", help="state sizes of the checkpoint section, e.g. 10,200,1024")
+    ap.add_argument("--max-load", type=float, default=0, help="before each configuration wait (up to 3 min) until the 1-min load is below this")
+    ap.add_argument("--ours", required=True)
+    ap.add_argument("--rdkafka", required=True)
+    ap.add_argument("--service", required=True)
+    ap.add_argument("--crac", required=True)
+    ap.add_argument("--criu", default="")
+    args = ap.parse_args()
+    args.brokers = [int(b) for b in (args.brokers or ("1" if args.quick else "1,3")).split(",")]
+    bench = Bench(args)
+    bench.meta = machine_facts(args)
+    started = time.monotonic()
+    unknown = [s for s in args.sections.split(",") if s not in SECTIONS]
+    if unknown:
+        sys.exit(f"bench: unknown section(s) {unknown}; known: {list(SECTIONS)}")
+    try:
+        for s in args.sections.split(","):
+            log(f"=== {s}")
+            SECTIONS[s](bench)
+    finally:
+        bench.stop_clusters()
+        bench.meta["minutes"] = round((time.monotonic() - started) / 60, 1)
+        bench.meta["load_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
+        (bench.out / "results.json").write_text(json.dumps(
+            {"meta": bench.meta, "runs": bench.runs, "checkpoints": bench.checkpoints}, indent=1))
+        md = report(bench)
+        (bench.out / "results.md").write_text(md + "\n")
+        if chart(bench, bench.out / "chart.png"):
+            log(f"chart: {bench.out / 'chart.png'}")
+        print(md)
+        log(f"done in {bench.meta['minutes']} min; results in {bench.out}")
+    failed = [r for r in bench.runs if "error" in r] + [r for r in bench.checkpoints if "error" in r]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+//! librdkafka (through the `rdkafka` crate) under `scripts/bench`: the same command line,
+//! payload, pacing and output as this project's `bench_producer` (the shared code is
+//! `tests/src/bin/bench_producer/common.rs`), so only the client differs.
+//!
+//! librdkafka is used the way its own `rdkafka_performance` tool uses it: a `BaseProducer`,
+//! `poll(0)` after every `produce()`, `poll(10 ms)` while its queue is full, and the waits of
+//! the fixed-rate mode spent in `poll()` so that delivery callbacks run on time. The latency of
+//! a record is from `send()` to its delivery callback; the send time travels as the record's
+//! opaque value (no allocation per record).
+//!
+//! `-X` properties go to librdkafka as they are: `scripts/bench` passes the Java names that
+//! librdkafka also knows (`acks`, `batch.size`, `linger.ms`, `enable.idempotence`, …).
+
+#[path = "../../../src/bin/bench_producer/common.rs"]
+mod common;
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Args, Histogram, Pacer};
+use rdkafka::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::util::get_rdkafka_version;
+
+struct Context {
+    start: Instant,
+    latency: Histogram,
+    failed: AtomicU64,
+}
+
+impl ClientContext for Context {}
+
+impl ProducerContext for Context {
+    /// Nanoseconds from `start` to the `send()` of the record.
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent_ns: usize) {
+        let now = self.start.elapsed().as_nanos() as u64;
+        self.latency
+            .record(Duration::from_nanos(now.saturating_sub(sent_ns as u64)));
+        if let Err((e, _)) = result
+            && self.failed.fetch_add(1, Ordering::Relaxed) == 0
+        {
+            eprintln!("rdkafka-bench: delivery failed: {e}");
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse("rdkafka-bench");
+    let (_, version) = get_rdkafka_version();
+    eprintln!("rdkafka-bench: librdkafka {version}");
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", &args.bootstrap);
+    for (k, v) in &args.props {
+        config.set(k, v);
+    }
+    let start = Instant::now();
+    let producer: BaseProducer<Context> = match config.create_with_context(Context {
+        start,
+        latency: Histogram::default(),
+        failed: AtomicU64::new(0),
+    }) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("rdkafka-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let payload = common::payload(args.record_size);
+
+    let start = Instant::now();
+    let pacer = Pacer::new(start, args.rate);
+    for i in 0..args.records {
+        if let Some(d) = pacer.wait_before(i) {
+            producer.poll(d);
+        }
+        let sent_ns = producer.context().start.elapsed().as_nanos() as usize;
+        let mut record = BaseRecord::<(), [u8], usize>::with_opaque_to(&args.topic, sent_ns)
+            .payload(payload.as_slice());
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    producer.poll(Duration::from_millis(10));
+                }
+                Err((e, _)) => {
+                    eprintln!("rdkafka-bench: send failed at record {i}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    if let Err(e) = producer.flush(Duration::from_secs(300)) {
+        eprintln!("rdkafka-bench: flush: {e}");
+        return ExitCode::FAILURE;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let ctx = producer.context();
+    let failed = ctx.failed.load(Ordering::Relaxed);
+    common::report(&args, seconds, failed, &ctx.latency);
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,263 @@
+//! What the producer benchmark binaries share: `bench_producer` (this project's producer) and
+//! `tests/peers/rdkafka-bench` (librdkafka through the `rdkafka` crate, which includes this
+//! file with `#[path]`). Same command line, same payload, same pacing, same latency histogram
+//! and the same `result …` line, so `scripts/bench` treats them alike and only the client
+//! differs.
+//!
+//! ```text
+//! BIN --bootstrap HOST:PORT,… --topic T --records N --record-size BYTES
+//!     [--rate RECORDS_PER_SEC] [-X key=value]…
+//! ```
+//!
+//! Records have no key and no headers, and one payload of random capital letters (what Java's
+//! `ProducerPerformance` sends). Latency is per record, from the `send()` call to its delivery
+//! callback, into a log-linear histogram (1.6 % resolution, fixed memory, so peak RSS does not
+//! grow with the record count). Throughput is measured from just before the first `send()` to
+//! the end of `flush()`, as Java's tool does (it stops at `close()`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The command line.
+pub struct Args {
+    pub bootstrap: String,
+    pub topic: String,
+    pub records: u64,
+    pub record_size: usize,
+    /// Records per second; `None`: as fast as possible.
+    pub rate: Option<f64>,
+    /// Client properties (`-X key=value`), passed through as they are.
+    pub props: Vec<(String, String)>,
+}
+
+const USAGE: &str = "usage: --bootstrap HOST:PORT --topic T --records N --record-size BYTES \
+                     [--rate RECORDS_PER_SEC] [-X key=value]...";
+
+impl Args {
+    /// Parses `std::env::args()`; exits with a usage line on a bad argument.
+    pub fn parse(name: &str) -> Args {
+        match Self::try_parse(std::env::args().skip(1)) {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("{name}: {e}\n{USAGE}");
+                std::process::exit(2)
+            }
+        }
+    }
+
+    fn try_parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+        let mut a = Args {
+            bootstrap: String::new(),
+            topic: String::new(),
+            records: 0,
+            record_size: 100,
+            rate: None,
+            props: Vec::new(),
+        };
+        while let Some(flag) = it.next() {
+            let mut val = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+            match flag.as_str() {
+                "--bootstrap" => a.bootstrap = val()?,
+                "--topic" => a.topic = val()?,
+                "--records" => a.records = val()?.parse().map_err(|e| format!("--records: {e}"))?,
+                "--record-size" => {
+                    a.record_size = val()?.parse().map_err(|e| format!("--record-size: {e}"))?
+                }
+                "--rate" => {
+                    let r: f64 = val()?.parse().map_err(|e| format!("--rate: {e}"))?;
+                    if r <= 0.0 {
+                        return Err("--rate must be positive".into());
+                    }
+                    a.rate = Some(r);
+                }
+                "-X" => {
+                    let kv = val()?;
+                    let (k, v) = kv.split_once('=').ok_or("-X needs key=value")?;
+                    a.props.push((k.trim().into(), v.trim().into()));
+                }
+                _ => return Err(format!("unknown argument {flag}")),
+            }
+        }
+        if a.bootstrap.is_empty() || a.topic.is_empty() || a.records == 0 {
+            return Err("--bootstrap, --topic and --records are required".into());
+        }
+        Ok(a)
+    }
+}
+
+/// One payload of `size` random capital letters, reused for every record (as Java's
+/// `ProducerPerformance` does without a payload file).
+pub fn payload(size: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..size)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b'A' + (x % 26) as u8
+        })
+        .collect()
+}
+
+/// When record `i` is due at a fixed offered rate.
+pub struct Pacer {
+    start: Instant,
+    rate: Option<f64>,
+}
+
+impl Pacer {
+    pub fn new(start: Instant, rate: Option<f64>) -> Pacer {
+        Pacer { start, rate }
+    }
+
+    /// How long to wait before sending record `i`: `None` when it is due (or no rate is set).
+    /// Waits shorter than 1 ms are skipped, so a fast sender goes in short bursts instead of
+    /// sleeping per record (Java's throttler sleeps at least 2 ms at a time).
+    pub fn wait_before(&self, i: u64) -> Option<Duration> {
+        let rate = self.rate?;
+        let due = self.start + Duration::from_secs_f64(i as f64 / rate);
+        let now = Instant::now();
+        let ahead = due.checked_duration_since(now)?;
+        (ahead >= Duration::from_millis(1)).then_some(ahead)
+    }
+}
+
+/// Sub-buckets per power of two: values are kept to 1/64 (1.6 %).
+const SUB: u64 = 64;
+const LINEAR: u64 = 2 * SUB;
+/// Exponents 7..=55: up to 2^56 µs, the most `record` keeps.
+const BUCKETS: usize = (LINEAR + 49 * SUB) as usize;
+
+/// A log-linear histogram of microseconds, filled from any thread with relaxed atomics.
+pub struct Histogram {
+    counts: Vec<AtomicU64>,
+    total: AtomicU64,
+    sum_us: AtomicU64,
+    max_us: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            counts: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            total: AtomicU64::new(0),
+            sum_us: AtomicU64::new(0),
+            max_us: AtomicU64::new(0),
+        }
+    }
+}
+
+fn bucket_of(us: u64) -> usize {
+    if us < LINEAR {
+        return us as usize;
+    }
+    let e = 63 - u64::from(us.leading_zeros()); // >= 7
+    let shift = e - 6;
+    let sub = (us >> shift) - SUB; // 0..64
+    ((LINEAR + (e - 7) * SUB + sub) as usize).min(BUCKETS - 1)
+}
+
+/// The middle of bucket `b`, in microseconds.
+fn value_of(b: usize) -> f64 {
+    let b = b as u64;
+    if b < LINEAR {
+        return b as f64;
+    }
+    let e = (b - LINEAR) / SUB + 7;
+    let sub = (b - LINEAR) % SUB;
+    let shift = e - 6;
+    ((SUB + sub) << shift) as f64 + (1u64 << shift) as f64 / 2.0
+}
+
+impl Histogram {
+    /// Records one latency.
+    pub fn record(&self, d: Duration) {
+        let us = d.as_micros().min(u128::from(u64::MAX >> 8)) as u64;
+        self.counts[bucket_of(us)].fetch_add(1, Ordering::Relaxed);
+        self.total.fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+        self.max_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// The `q` quantile (0..=1) in milliseconds; NaN when empty.
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        let total = self.total.load(Ordering::Relaxed);
+        if total == 0 {
+            return f64::NAN;
+        }
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let mut seen = 0;
+        for (b, c) in self.counts.iter().enumerate() {
+            seen += c.load(Ordering::Relaxed);
+            if seen >= rank {
+                return value_of(b) / 1e3;
+            }
+        }
+        self.max_us.load(Ordering::Relaxed) as f64 / 1e3
+    }
+
+    fn mean_ms(&self) -> f64 {
+        let total = self.total.load(Ordering::Relaxed);
+        if total == 0 {
+            return f64::NAN;
+        }
+        self.sum_us.load(Ordering::Relaxed) as f64 / total as f64 / 1e3
+    }
+}
+
+/// The machine-readable last line every benchmark binary prints.
+pub fn report(args: &Args, seconds: f64, failed: u64, lat: &Histogram) {
+    let rps = args.records as f64 / seconds;
+    println!(
+        "result records={} failed={failed} seconds={seconds:.3} records_per_sec={rps:.0} \
+         mb_per_sec={:.2} lat_avg_ms={:.3} lat_p50_ms={:.3} lat_p99_ms={:.3} \
+         lat_p999_ms={:.3} lat_max_ms={:.3}",
+        args.records,
+        rps * args.record_size as f64 / 1e6,
+        lat.mean_ms(),
+        lat.quantile_ms(0.50),
+        lat.quantile_ms(0.99),
+        lat.quantile_ms(0.999),
+        lat.max_us.load(Ordering::Relaxed) as f64 / 1e3,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_round_trip_within_two_percent() {
+        for us in [0u64, 1, 127, 128, 129, 1000, 4567, 1 << 20, 123_456_789] {
+            let v = value_of(bucket_of(us));
+            let err = (v - us as f64).abs() / (us.max(1) as f64);
+            assert!(err <= 0.02 || us < LINEAR, "{us} -> {v}");
+        }
+        for b in 1..BUCKETS {
+            assert!(value_of(b) > value_of(b - 1));
+        }
+    }
+
+    #[test]
+    fn quantiles() {
+        let h = Histogram::default();
+        for us in 1..=1000u64 {
+            h.record(Duration::from_micros(us));
+        }
+        assert!((h.quantile_ms(0.5) - 0.5).abs() < 0.01);
+        assert!((h.quantile_ms(0.99) - 0.99).abs() < 0.02);
+    }
+
+    #[test]
+    fn arguments() {
+        let a = Args::try_parse(
+            "--bootstrap b:1 --topic t --records 5 --record-size 10 --rate 2.5 -X acks=all"
+                .split(' ')
+                .map(String::from),
+        )
+        .unwrap();
+        assert_eq!((a.records, a.record_size, a.rate), (5, 10, Some(2.5)));
+        assert_eq!(a.props, vec![("acks".to_owned(), "all".to_owned())]);
+        assert!(Args::try_parse(["--topic".to_owned()].into_iter()).is_err());
+    }
+}

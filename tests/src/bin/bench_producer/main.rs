@@ -1,0 +1,84 @@
+//! This project's producer under `scripts/bench`: throughput mode (as fast as `send()` takes
+//! records) or a fixed offered rate (`--rate`), with the delivery latency of every record from
+//! `send()` to its callback. The command line and the output are those of every producer
+//! benchmark binary (see `common.rs`); the librdkafka twin is `tests/peers/rdkafka-bench`.
+//!
+//! ```text
+//! bench_producer --bootstrap 127.0.0.1:9092 --topic t --records 1000000 --record-size 100 \
+//!     -X acks=all -X linger.ms=5 -X batch.size=16384 [--rate 50000]
+//! ```
+//!
+//! `-X` takes any producer property (`crac.register=false` measures the producer without its
+//! checkpoint resource). The CRIU engine is linked, as in a checkpoint-ready service.
+
+mod common;
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Args, Histogram, Pacer};
+use crac_criu as _;
+use kafka_client::{Producer, ProducerRecord};
+
+fn main() -> ExitCode {
+    let args = Args::parse("bench_producer");
+    let mut props = vec![("bootstrap.servers".to_owned(), args.bootstrap.clone())];
+    props.extend(args.props.iter().cloned());
+    let producer = match Producer::from_properties(props) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("bench_producer: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // 'static: the callbacks borrow them without a reference count to bump per record.
+    let latency: &'static Histogram = Box::leak(Box::default());
+    let failed: &'static AtomicU64 = Box::leak(Box::default());
+    let payload = common::payload(args.record_size);
+
+    let start = Instant::now();
+    let pacer = Pacer::new(start, args.rate);
+    for i in 0..args.records {
+        if let Some(d) = pacer.wait_before(i) {
+            std::thread::sleep(d);
+        }
+        let sent = Instant::now();
+        let r = producer.send_with_callback(
+            ProducerRecord::new(&args.topic).value(&payload),
+            move |res| {
+                latency.record(sent.elapsed());
+                if let Err(e) = res
+                    && failed.fetch_add(1, Ordering::Relaxed) == 0
+                {
+                    eprintln!("bench_producer: delivery failed: {e}");
+                }
+            },
+        );
+        if let Err(e) = r {
+            eprintln!("bench_producer: send failed at record {i}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if let Err(e) = producer.flush() {
+        eprintln!("bench_producer: {e}");
+        return ExitCode::FAILURE;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let closed = producer.close(Duration::from_secs(30));
+    let failed = failed.load(Ordering::Relaxed);
+    common::report(&args, seconds, failed, latency);
+    let m = producer.metrics();
+    eprintln!(
+        "bench_producer: batches {} ({:.1} records/batch), retries {}, connects {}",
+        m.batches_sent,
+        args.records as f64 / m.batches_sent.max(1) as f64,
+        m.retries,
+        m.connects
+    );
+    if failed > 0 || closed.is_err() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
