@@ -21,6 +21,9 @@ fn kafka() -> &'static Cluster {
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
+    // Only the noop engine is linked here: these tests exercise the hook, not CRIU
+    // (producer_criu.rs does that).
+    assert_eq!(Core::engine_name(), Some("noop"));
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
