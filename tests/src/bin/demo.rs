@@ -166,7 +166,10 @@ fn main() -> ExitCode {
         }
         let mut c = Command::new(&crac);
         c.args(&args).env("CRAC_CRIU", &criu);
-        (SystemTime::now(), Proc::spawn(&format!("copy {name}"), &mut c))
+        (
+            SystemTime::now(),
+            Proc::spawn(&format!("copy {name}"), &mut c),
+        )
     };
     let (tb, mut b) = restore("b", false);
     let (tc, mut c) = restore("c", true);
