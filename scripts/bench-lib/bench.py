@@ -162,6 +162,10 @@ class Cluster:
 # --- the peers ---------------------------------------------------------------------------------
 
 RESULT = re.compile(r"^result (.*)$", re.M)
+JAVA_STEADY = re.compile(
+    r"(\d+) steady state records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th"
+)
 JAVA_TOTAL = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th"
@@ -185,7 +189,7 @@ class Peer:
     def props(self, acks):
         return common_props(acks)
 
-    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None):
+    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None, warmup=0):
         raise NotImplementedError
 
     def parse(self, out):
@@ -215,10 +219,12 @@ class Ours(Peer):
         p["buffer.memory"] = BUFFER_BYTES
         return p
 
-    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None):
+    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None, warmup=0):
         argv = [self.exe, "--bootstrap", bootstrap, "--topic", topic, "--records", records, "--record-size", size]
         if rate:
             argv += ["--rate", f"{rate:.0f}"]
+        if warmup:
+            argv += ["--warmup-records", warmup]
         for k, v in {**self.props(acks), **(extra or {})}.items():
             argv += ["-X", f"{k}={v}"]
         return argv
@@ -246,10 +252,13 @@ class Java(Peer):
         p["buffer.memory"] = BUFFER_BYTES
         return p
 
-    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None):
+    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None, warmup=0):
         argv = [KAFKA, "producer-perf", "--bootstrap-server", bootstrap, "--topic", topic,
                 "--num-records", records, "--record-size", size,
-                "--throughput", f"{rate:.0f}" if rate else "-1", "--command-property"]
+                "--throughput", f"{rate:.0f}" if rate else "-1"]
+        if warmup:
+            argv += ["--warmup-records", warmup]
+        argv += ["--command-property"]
         argv += [f"{k}={v}" for k, v in {**self.props(acks), **(extra or {})}.items()]
         return argv
 
@@ -257,7 +266,10 @@ class Java(Peer):
         m = JAVA_TOTAL.findall(out)
         if not m:
             return None
-        sent, rps, _mbps, avg, mx, p50, _p95, p99, p999 = m[-1]
+        sent, rps, _mbps, avg, mx, p50, _p95, p99, p999 = m[0]
+        steady = JAVA_STEADY.findall(out)
+        if steady:  # with --warmup-records: latency of the records after the warm-up
+            _, _, _, avg, mx, p50, _p95, p99, p999 = steady[-1]
         return {
             "records_per_sec": float(rps),
             "lat_avg_ms": float(avg),
@@ -295,14 +307,15 @@ class Bench:
         self.clusters = {}
 
     # One run of one producer; appended to self.runs.
-    def producer_run(self, peer, cluster, topic, size, acks, mode, rnd, records, rate=None, extra=None, tag=None):
-        argv = peer.producer_argv(cluster.bootstrap, topic, records, size, acks, rate, extra)
+    def producer_run(self, peer, cluster, topic, size, acks, mode, rnd, records, rate=None, extra=None, tag=None,
+                     warmup=0):
+        argv = peer.producer_argv(cluster.bootstrap, topic, records, size, acks, rate, extra, warmup)
         load = loadavg()
         r = run_measured(argv, self.client_log, timeout=600)
         parsed = peer.parse(r.out)
         row = {
             "peer": peer.name, "brokers": cluster.brokers, "size": size, "acks": acks, "mode": mode,
-            "round": rnd, "records": records, "rate": rate, "tag": tag, "exit": r.code,
+            "round": rnd, "records": records, "rate": rate, "warmup": warmup, "tag": tag, "exit": r.code,
             "cpu_s": r.cpu_s, "rss_mb": r.rss_kb / 1024, "wall_s": r.wall_s, "load1": load,
         }
         if r.code != 0 or not parsed or parsed.get("failed"):
@@ -328,6 +341,13 @@ class Bench:
             self.clusters[brokers] = c
             self.warm_up(c)
         return self.clusters[brokers]
+
+    def warm_topic(self, c, topic, size, acks):
+        """The first writes to a new topic are slower (segments and indexes created): one
+        unmeasured run first."""
+        peer = self.peers[0]
+        argv = peer.producer_argv(c.bootstrap, topic, self.records[size] // 4, size, acks, None)
+        run_measured(argv, self.client_log, timeout=600)
 
     def warm_up(self, c):
         """A fresh broker is slow until its JIT has compiled the produce path: every client
@@ -376,6 +396,7 @@ class Bench:
         topic = f"bench-b{c.brokers}-s{size}-a{acks}"
         c.create_topic(topic)
         self.wait_for_quiet()
+        self.warm_topic(c, topic, size, acks)
         log(f"throughput: {c.brokers} broker(s), {size} B values, acks={acks}, {self.records[size]} records")
         n = len(self.peers)
         for rnd in range(self.rounds):
@@ -392,12 +413,15 @@ class Bench:
                 medians.append(m)
         if medians:
             rate = round(0.5 * min(medians), -2) or 100
-            records = int(rate * self.latency_s)
-            log(f"latency: {rate:.0f} records/s offered, {records} records")
+            # The first second is left out of the percentiles (start-up: metadata, producer id,
+            # JIT), as Java's tool does with --warmup-records.
+            warmup = int(rate * (0.5 if self.quick else 1))
+            records = warmup + int(rate * self.latency_s)
+            log(f"latency: {rate:.0f} records/s offered, {records} records (the first {warmup} not counted)")
             for rnd in range(self.rounds):
                 for i in range(n):
                     peer = self.peers[(i + rnd) % n]
-                    self.producer_run(peer, c, topic, size, acks, "latency", rnd, records, rate=rate)
+                    self.producer_run(peer, c, topic, size, acks, "latency", rnd, records, rate=rate, warmup=warmup)
         c.delete_topic(topic)
 
     def section_overhead(self):
@@ -407,6 +431,7 @@ class Bench:
         c = self.cluster(1)
         topic = "bench-overhead"
         c.create_topic(topic)
+        self.warm_topic(c, topic, 100, "1")
         rounds = max(self.rounds, 2 if self.quick else 5)
         log(f"overhead of the checkpoint resource: {rounds} rounds each")
         for rnd in range(rounds):

@@ -25,6 +25,8 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::util::get_rdkafka_version;
 
+const WARMUP: usize = usize::MAX;
+
 struct Context {
     start: Instant,
     latency: Histogram,
@@ -34,13 +36,16 @@ struct Context {
 impl ClientContext for Context {}
 
 impl ProducerContext for Context {
-    /// Nanoseconds from `start` to the `send()` of the record.
+    /// Nanoseconds from `start` to the `send()` of the record; `WARMUP` for a record whose
+    /// latency is not recorded.
     type DeliveryOpaque = usize;
 
     fn delivery(&self, result: &DeliveryResult<'_>, sent_ns: usize) {
-        let now = self.start.elapsed().as_nanos() as u64;
-        self.latency
-            .record(Duration::from_nanos(now.saturating_sub(sent_ns as u64)));
+        if sent_ns != WARMUP {
+            let now = self.start.elapsed().as_nanos() as u64;
+            self.latency
+                .record(Duration::from_nanos(now.saturating_sub(sent_ns as u64)));
+        }
         if let Err((e, _)) = result
             && self.failed.fetch_add(1, Ordering::Relaxed) == 0
         {
@@ -78,7 +83,11 @@ fn main() -> ExitCode {
         if let Some(d) = pacer.wait_before(i) {
             producer.poll(d);
         }
-        let sent_ns = producer.context().start.elapsed().as_nanos() as usize;
+        let sent_ns = if i < args.warmup {
+            WARMUP
+        } else {
+            producer.context().start.elapsed().as_nanos() as usize
+        };
         let mut record = BaseRecord::<(), [u8], usize>::with_opaque_to(&args.topic, sent_ns)
             .payload(payload.as_slice());
         loop {

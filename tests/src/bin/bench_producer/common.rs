@@ -6,14 +6,15 @@
 //!
 //! ```text
 //! BIN --bootstrap HOST:PORT,… --topic T --records N --record-size BYTES
-//!     [--rate RECORDS_PER_SEC] [-X key=value]…
+//!     [--rate RECORDS_PER_SEC] [--warmup-records W] [-X key=value]…
 //! ```
 //!
 //! Records have no key and no headers, and one payload of random capital letters (what Java's
 //! `ProducerPerformance` sends). Latency is per record, from the `send()` call to its delivery
 //! callback, into a log-linear histogram (1.6 % resolution, fixed memory, so peak RSS does not
-//! grow with the record count). Throughput is measured from just before the first `send()` to
-//! the end of `flush()`, as Java's tool does (it stops at `close()`).
+//! grow with the record count); the first `--warmup-records` are left out of it (Java's tool
+//! has the same option). Throughput is measured over every record, from just before the first
+//! `send()` to the end of `flush()`, as Java's tool does (it stops at `close()`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -26,12 +27,14 @@ pub struct Args {
     pub record_size: usize,
     /// Records per second; `None`: as fast as possible.
     pub rate: Option<f64>,
+    /// Records at the start whose latency is not recorded.
+    pub warmup: u64,
     /// Client properties (`-X key=value`), passed through as they are.
     pub props: Vec<(String, String)>,
 }
 
 const USAGE: &str = "usage: --bootstrap HOST:PORT --topic T --records N --record-size BYTES \
-                     [--rate RECORDS_PER_SEC] [-X key=value]...";
+                     [--rate RECORDS_PER_SEC] [--warmup-records W] [-X key=value]...";
 
 impl Args {
     /// Parses `std::env::args()`; exits with a usage line on a bad argument.
@@ -52,6 +55,7 @@ impl Args {
             records: 0,
             record_size: 100,
             rate: None,
+            warmup: 0,
             props: Vec::new(),
         };
         while let Some(flag) = it.next() {
@@ -69,6 +73,11 @@ impl Args {
                         return Err("--rate must be positive".into());
                     }
                     a.rate = Some(r);
+                }
+                "--warmup-records" => {
+                    a.warmup = val()?
+                        .parse()
+                        .map_err(|e| format!("--warmup-records: {e}"))?
                 }
                 "-X" => {
                     let kv = val()?;
@@ -251,12 +260,16 @@ mod tests {
     #[test]
     fn arguments() {
         let a = Args::try_parse(
-            "--bootstrap b:1 --topic t --records 5 --record-size 10 --rate 2.5 -X acks=all"
+            "--bootstrap b:1 --topic t --records 5 --record-size 10 --rate 2.5 -X acks=all \
+             --warmup-records 2"
                 .split(' ')
                 .map(String::from),
         )
         .unwrap();
-        assert_eq!((a.records, a.record_size, a.rate), (5, 10, Some(2.5)));
+        assert_eq!(
+            (a.records, a.record_size, a.rate, a.warmup),
+            (5, 10, Some(2.5), 2)
+        );
         assert_eq!(a.props, vec![("acks".to_owned(), "all".to_owned())]);
         assert!(Args::try_parse(["--topic".to_owned()].into_iter()).is_err());
     }

@@ -44,10 +44,13 @@ fn main() -> ExitCode {
             std::thread::sleep(d);
         }
         let sent = Instant::now();
+        let measured = i >= args.warmup;
         let r = producer.send_with_callback(
             ProducerRecord::new(&args.topic).value(&payload),
             move |res| {
-                latency.record(sent.elapsed());
+                if measured {
+                    latency.record(sent.elapsed());
+                }
                 if let Err(e) = res
                     && failed.fetch_add(1, Ordering::Relaxed) == 0
                 {
