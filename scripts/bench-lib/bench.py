@@ -342,11 +342,16 @@ class Bench:
             self.warm_up(c)
         return self.clusters[brokers]
 
+    def count(self, size, c):
+        """Records per throughput run: the same for every client; half as many on 3 brokers
+        (replication makes every client slower there)."""
+        return self.records[size] // (2 if c.brokers > 1 else 1)
+
     def warm_topic(self, c, topic, size, acks):
         """The first writes to a new topic are slower (segments and indexes created): one
         unmeasured run first."""
         peer = self.peers[0]
-        argv = peer.producer_argv(c.bootstrap, topic, self.records[size] // 4, size, acks, None)
+        argv = peer.producer_argv(c.bootstrap, topic, self.count(size, c) // 4, size, acks, None)
         run_measured(argv, self.client_log, timeout=600)
 
     def warm_up(self, c):
@@ -397,12 +402,12 @@ class Bench:
         c.create_topic(topic)
         self.wait_for_quiet()
         self.warm_topic(c, topic, size, acks)
-        log(f"throughput: {c.brokers} broker(s), {size} B values, acks={acks}, {self.records[size]} records")
+        log(f"throughput: {c.brokers} broker(s), {size} B values, acks={acks}, {self.count(size, c)} records")
         n = len(self.peers)
         for rnd in range(self.rounds):
             for i in range(n):
                 peer = self.peers[(i + rnd) % n]
-                self.producer_run(peer, c, topic, size, acks, "throughput", rnd, self.records[size])
+                self.producer_run(peer, c, topic, size, acks, "throughput", rnd, self.count(size, c))
         # Latency at a fixed offered rate: half the slowest peer's median throughput.
         medians = []
         for peer in self.peers:
@@ -773,7 +778,8 @@ def report(bench):
         f"min.insync.replicas=2 with 3), batch.size={BATCH_SIZE}, linger.ms={LINGER_MS}, 32 MiB buffer, "
         "no compression, TCP_NODELAY, idempotence on with acks=all and off with acks=1, requests in flight per connection at each client's default (5; librdkafka: 5 with idempotence, 1,000,000 without, one partition per request), records "
         "without key or headers, one random payload. "
-        f"Records per run: {bench.records[100]:,} of 100 B, {bench.records[1000]:,} of 1 KB; {bench.rounds} round(s); "
+        f"Records per throughput run: {bench.records[100]:,} of 100 B and {bench.records[1000]:,} of 1 KB on 1 broker, half as many on 3; "
+        f"{bench.rounds} round(s); "
         "the brokers and the client share the machine's cores. Figures: median (min–max) over the rounds. "
         "CPU is the client process's user+system time (wait4), RSS its peak (ru_maxrss = VmHWM); "
         "the JVM's figures include its JIT and GC threads.\n"
