@@ -882,6 +882,82 @@ def report(bench):
     return "\n".join(L)
 
 
+def summary(bench):
+    """The short tables README.md shows: throughput and CPU with the ratios, latency at the
+    fixed rate, checkpoint/restore, overhead."""
+    runs, names = bench.runs, [p.name for p in bench.peers]
+    label = {"ours": "ours", "librdkafka": "librdkafka", "java": "Java"}
+    others = [n for n in names if n != "ours"]
+    L = []
+
+    def med(n, key, mode, b, size, acks):
+        return stats(r.get(key) for r in pick(runs, mode=mode, peer=n, brokers=b, size=size, acks=acks))
+
+    def cell(s, d=0):
+        med_, lo, hi = s
+        if med_ is None:
+            return "–"
+        pct = max(hi - med_, med_ - lo) / med_ * 100 if med_ else 0
+        return f"{fmt(med_, d)} ±{pct:.0f}%"
+
+    cfgs = configs(runs, "throughput")
+    if cfgs and "ours" in names:
+        L.append("| configuration | " + " | ".join(f"{label[n]} records/s" for n in names) + " | "
+                 + " | ".join(f"ours/{label[o]}" for o in others) + " |")
+        L.append("|---|" + "---:|" * (len(names) + len(others)))
+        for (b, size, acks) in cfgs:
+            m = {n: med(n, "records_per_sec", "throughput", b, size, acks) for n in names}
+            L.append(f"| {cfg_label(b, size, acks)} | " + " | ".join(cell(m[n]) for n in names) + " | "
+                     + " | ".join(f"**{fmt(ratio(m['ours'][0], m[o][0]), 2)}×**" for o in others) + " |")
+        L.append("")
+        L.append("| configuration | " + " | ".join(f"{label[n]} CPU s/M records" for n in names) + " | "
+                 + " | ".join(f"ours/{label[o]}" for o in others) + " | peak RSS MB " + " / ".join(label[n] for n in names) + " |")
+        L.append("|---|" + "---:|" * (len(names) + len(others) + 1))
+        for (b, size, acks) in cfgs:
+            m = {n: med(n, "cpu_s_per_m", "throughput", b, size, acks) for n in names}
+            rss = " / ".join(fmt(med(n, "rss_mb", "throughput", b, size, acks)[0]) for n in names)
+            L.append(f"| {cfg_label(b, size, acks)} | " + " | ".join(cell(m[n], 2) for n in names) + " | "
+                     + " | ".join(f"**{fmt(ratio(m['ours'][0], m[o][0]), 2)}×**" for o in others) + f" | {rss} |")
+        L.append("")
+    lcfgs = configs(runs, "latency")
+    if lcfgs:
+        L.append("| configuration | offered rate | " + " | ".join(f"{label[n]} p50 / p99 ms" for n in names) + " |")
+        L.append("|---|---:|" + "---:|" * len(names))
+        for (b, size, acks) in lcfgs:
+            rs = pick(runs, mode="latency", brokers=b, size=size, acks=acks)
+            rate = rs[0]["rate"] if rs else None
+            cells = []
+            for n in names:
+                p50 = med(n, "lat_p50_ms", "latency", b, size, acks)[0]
+                p99 = med(n, "lat_p99_ms", "latency", b, size, acks)[0]
+                d = 0 if n == "java" else 2
+                cells.append(f"{fmt(p50, d)} / {fmt(p99, d)}")
+            L.append(f"| {cfg_label(b, size, acks)} | {fmt(rate)}/s | " + " | ".join(cells) + " |")
+        L.append("")
+    ck = [r for r in bench.checkpoints if "error" not in r]
+    if ck:
+        L.append("| state | image | checkpoint (hooks; of which drain; dump) | restore | restore → first ack | cold start → first ack | cold / restore |")
+        L.append("|---:|---:|---|---:|---:|---:|---:|")
+        for mb in sorted({r["state_mb"] for r in ck}):
+            rs = [r for r in ck if r["state_mb"] == mb]
+            g = lambda k: stats(r.get(k) for r in rs)[0]  # noqa: E731
+            L.append(f"| {mb} MB | {fmt(g('image_mb'))} MB | {fmt(g('checkpoint_total_ms'))} ms ({fmt(g('hooks_ms'), 1)}; "
+                     f"{fmt(g('drain_ms'), 1)}; {fmt(g('dump_ms'))}) | {fmt(g('restore_ms'))} ms | {fmt(g('restore_first_ack_ms'))} ms | "
+                     f"{fmt(g('cold_first_ack_ms'))} ms | **{fmt(g('cold_over_restore'), 1)}×** |")
+        L.append("")
+    reg = pick(runs, mode="overhead", tag="registered")
+    unreg = pick(runs, mode="overhead", tag="unregistered")
+    if reg and unreg:
+        a, b_ = stats(r["records_per_sec"] for r in reg), stats(r["records_per_sec"] for r in unreg)
+        ca, cb = stats(r["cpu_s_per_m"] for r in reg), stats(r["cpu_s_per_m"] for r in unreg)
+        L.append(f"Checkpoint-ready overhead (ours, 1 broker, 100 B, acks=1, {len(reg)} runs each, alternating): "
+                 f"registered {fmt(a[0])} records/s and {fmt(ca[0], 2)} CPU s/M, `crac.register=false` {fmt(b_[0])} records/s "
+                 f"and {fmt(cb[0], 2)} CPU s/M: ratio {fmt(ratio(a[0], b_[0]), 2)} (throughput), "
+                 f"{fmt(ratio(ca[0], cb[0]), 2)} (CPU per record).")
+        L.append("")
+    return "\n".join(L)
+
+
 def chart(bench, path):
     try:
         import matplotlib
@@ -925,7 +1001,37 @@ def chart(bench, path):
     return True
 
 
+class Loaded:
+    """A finished run read back from its results.json (`--report-from`)."""
+
+    def __init__(self, path):
+        d = json.loads(Path(path).read_text())
+        self.meta, self.runs, self.checkpoints = d["meta"], d["runs"], d["checkpoints"]
+        self.out = Path(path).parent
+        known = {"ours": Ours(""), "librdkafka": Rdkafka(""), "java": Java()}
+        seen = []
+        for r in self.runs:
+            if r["peer"] not in seen:
+                seen.append(r["peer"])
+        self.peers = [known[n] for n in seen]
+        self.quick = self.meta.get("mode") == "quick"
+        self.rounds = 1 + max((r["round"] for r in self.runs if r["mode"] == "throughput"), default=0)
+        self.records = {s: max((r["records"] for r in self.runs if r["mode"] == "throughput" and r["size"] == s), default=0)
+                        for s in SIZES}
+
+
+def write_reports(bench):
+    md = report(bench)
+    (bench.out / "results.md").write_text(md + "\n")
+    (bench.out / "summary.md").write_text(summary(bench) + "\n")
+    chart(bench, bench.out / "chart.png")
+    return md
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--report-from":
+        print(write_reports(Loaded(sys.argv[2])))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", required=True)
@@ -963,6 +1069,7 @@ def main():
             {"meta": bench.meta, "runs": bench.runs, "checkpoints": bench.checkpoints}, indent=1))
         md = report(bench)
         (bench.out / "results.md").write_text(md + "\n")
+        (bench.out / "summary.md").write_text(summary(bench) + "\n")
         if chart(bench, bench.out / "chart.png"):
             log(f"chart: {bench.out / 'chart.png'}")
         print(md)
