@@ -29,8 +29,9 @@ it. Records have no key (sticky partitioning in all three) and the same random p
 
 Measures: records/s is what each client reports (first send to the end of flush/close). CPU is
 utime+stime of the client process from wait4(2) (the JVM's JIT and GC threads included, the
-broker excluded); peak RSS is its ru_maxrss (the kernel's VmHWM). Latency is per record from
-send() to the delivery callback; Java's tool reports whole milliseconds.
+broker excluded); peak RSS is its ru_maxrss (the kernel's VmHWM) as GNU time reports it.
+Latency is per record from send() to the delivery callback; Java's tool reports whole
+milliseconds.
 
 Every figure is the median over rounds with min-max beside it; peers take turns within a round
 (rotating who goes first) so that load from the rest of the machine spreads over all of them.
@@ -89,19 +90,27 @@ class RunResult:
         self.code, self.out, self.cpu_s, self.rss_kb, self.wall_s = code, out, cpu_s, rss_kb, wall_s
 
 
+TIME = shutil.which("time", path="/usr/bin:/bin")
+
+
 def run_measured(argv, log_path, timeout, env=None):
-    """Runs a client; returns its exit code, stdout, and CPU and peak RSS from wait4(2)."""
+    """Runs a client; returns its exit code, stdout, its CPU time from wait4(2) and its peak
+    RSS from GNU time (%M, its wait4 of the client): a child forked from this Python process
+    would report at least Python's own RSS as its ru_maxrss (the forked copy counts)."""
     t0 = time.monotonic()
+    rss_file = Path(log_path).with_suffix(".rss")
+    wrap = [TIME, "-f", "%M", "-o", str(rss_file)] if TIME else []
     with open(log_path, "ab") as err:
         err.write(f"\n$ {' '.join(map(str, argv))}\n".encode())
         err.flush()
-        p = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=err, env=env)
+        p = subprocess.Popen(wrap + [str(a) for a in argv], stdout=subprocess.PIPE, stderr=err, env=env,
+                             start_new_session=True)
     killed = []
 
     def kill():
         killed.append(True)
         try:
-            os.kill(p.pid, signal.SIGKILL)
+            os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
 
@@ -113,7 +122,13 @@ def run_measured(argv, log_path, timeout, env=None):
     timer.cancel()
     p.returncode = os.waitstatus_to_exitcode(status)
     code = p.returncode if not killed else -999
-    return RunResult(code, out, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, time.monotonic() - t0)
+    rss_kb = ru.ru_maxrss
+    if TIME:
+        try:
+            rss_kb = int(rss_file.read_text().split()[-1])
+        except (OSError, ValueError, IndexError):
+            rss_kb = float("nan")
+    return RunResult(code, out, ru.ru_utime + ru.ru_stime, rss_kb, time.monotonic() - t0)
 
 
 def kafka(*args, check=True, timeout=180):
@@ -781,7 +796,7 @@ def report(bench):
         f"Records per throughput run: {bench.records[100]:,} of 100 B and {bench.records[1000]:,} of 1 KB on 1 broker, half as many on 3; "
         f"{bench.rounds} round(s); "
         "the brokers and the client share the machine's cores. Figures: median (min–max) over the rounds. "
-        "CPU is the client process's user+system time (wait4), RSS its peak (ru_maxrss = VmHWM); "
+        "CPU is the client process's user+system time (wait4), RSS its peak (ru_maxrss = VmHWM, from GNU time); "
         "the JVM's figures include its JIT and GC threads.\n"
     )
     # Throughput.
