@@ -393,6 +393,27 @@ impl<T> NetworkClient<T> {
         )
     }
 
+    /// [`send`](Self::send) (expecting a response) with a timeout of its own instead of
+    /// `request.timeout.ms`: a JoinGroup is held by the coordinator for a whole rebalance.
+    pub fn send_with_timeout<R: Request>(
+        &mut self,
+        node_id: i32,
+        request: &R,
+        context: T,
+        timeout: Duration,
+        now: Instant,
+    ) -> Result<i32, (NetworkError, T)> {
+        let (correlation_id, _) = self.send(node_id, request, context, true, now)?;
+        if let Some(f) = self
+            .nodes
+            .get_mut(&node_id)
+            .and_then(|n| n.in_flight.back_mut())
+        {
+            f.deadline = now + timeout;
+        }
+        Ok(correlation_id)
+    }
+
     /// First half of a send whose request borrows from the context: checks the node is ready
     /// and picks the version and correlation id. Encode the frame with them, then call
     /// [`send_frame`](Self::send_frame).

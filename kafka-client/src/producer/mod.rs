@@ -3,7 +3,7 @@
 //! [`delivery`] (reports), `checkpoint` (the CRaC resource) and `metrics`.
 
 mod accumulator;
-mod checkpoint;
+pub(crate) mod checkpoint;
 /// The error `before_checkpoint` returns.
 pub mod checkpoint_error {
     pub use super::checkpoint::CheckpointDrainError;

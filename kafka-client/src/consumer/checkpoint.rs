@@ -1,0 +1,174 @@
+//! The consumer as a CRaC [`Resource`]: before the image, stop fetching, commit the positions
+//! of records `poll()` returned, leave the group and close every connection; after the restore,
+//! re-bootstrap and rejoin as a new member, resuming from the committed offsets.
+//!
+//! `group.instance.id` across restores: clones of one image must not share it (the second
+//! would fence the first). After an image was taken, a configured id is replaced by the
+//! restorer's value of the variable named by `crac.group.instance.id.var` (default
+//! `KAFKA_GROUP_INSTANCE_ID`: `crac restore DIR --env KAFKA_GROUP_INSTANCE_ID=worker-7`),
+//! for deployments that give each restored copy its own stable identity; without one, by
+//! `<configured id>-crac<generation>-<8 random hex digits>`, unique per restore (the random part
+//! is read from `/dev/urandom` after the restore, so clones differ). Either way the old static
+//! member left the group before the image, so no one is fenced.
+
+use std::io::Read;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crac_api::{Context, Core, Resource, ResourceError};
+use parking_lot::Mutex;
+
+use super::ConsumerInner;
+use super::network_thread::Command;
+use crate::producer::checkpoint::monotonic_jump;
+
+/// Why `before_checkpoint` refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConsumerCheckpointError {
+    /// The positions could not be committed (coordinator unreachable, member fenced, ...).
+    #[error(
+        "kafka consumer {client_id} (group {group}): cannot checkpoint: {detail}; the consumer goes on"
+    )]
+    NotCommitted {
+        /// The consumer.
+        client_id: String,
+        /// Its group.
+        group: String,
+        /// What failed.
+        detail: String,
+    },
+    /// The network thread is gone (consumer closed) or did not answer.
+    #[error("kafka consumer {client_id}: network thread did not answer the checkpoint request")]
+    NoNetworkThread {
+        /// The consumer.
+        client_id: String,
+    },
+}
+
+/// What `before_checkpoint` left for `after_restore`.
+#[derive(Debug, Default)]
+pub(crate) struct CheckpointState {
+    /// Monotonic and wall time when the connections were closed, if they were.
+    marker: Mutex<Option<(Instant, SystemTime)>>,
+}
+
+/// A `group.instance.id` for a restored copy: the restorer's, or the configured one made
+/// unique to this restore.
+pub(crate) fn instance_id_after_restore(configured: &str, var: &str) -> String {
+    let m = Core::management();
+    if let Some(v) = m.restore_var(var).map(str::trim).filter(|v| !v.is_empty()) {
+        return v.to_owned();
+    }
+    format!("{configured}-crac{}-{:08x}", m.generation(), random_u32())
+}
+
+fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+    {
+        return u32::from_ne_bytes(b);
+    }
+    // No /dev/urandom: the wall clock's nanoseconds and the pid still differ between most
+    // copies (std's RandomState would not: its keys live in the image).
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    nanos ^ std::process::id().rotate_left(16)
+}
+
+impl Resource for ConsumerInner {
+    fn before_checkpoint(&self, _: &Context) -> Result<(), ResourceError> {
+        let client_id = self.config.client_id.clone();
+        if self.shared.state.lock().closed {
+            return Ok(());
+        }
+        let _span =
+            tracing::info_span!("kafka_consumer_checkpoint", client_id = %client_id).entered();
+        // poll() returns nothing from here on, and the network thread fetches nothing.
+        self.shared.state.lock().checkpointing = true;
+        self.shared.notify();
+        let timeout = self.config.checkpoint_timeout;
+        let (tx, rx) = mpsc::channel();
+        let reopen = || {
+            self.shared.state.lock().checkpointing = false;
+            self.shared.notify();
+            self.wake();
+        };
+        if !self.command(Command::Checkpoint {
+            deadline: Instant::now() + timeout,
+            reply: tx,
+        }) {
+            reopen();
+            return Err(ConsumerCheckpointError::NoNetworkThread { client_id }.into());
+        }
+        match rx.recv_timeout(timeout + Duration::from_secs(10)) {
+            Ok(Ok(())) => {
+                *self.checkpoint.marker.lock() = Some((Instant::now(), SystemTime::now()));
+                Ok(())
+            }
+            Ok(Err(detail)) => {
+                reopen();
+                Err(ConsumerCheckpointError::NotCommitted {
+                    client_id,
+                    group: self.config.group_id.clone().unwrap_or_default(),
+                    detail,
+                }
+                .into())
+            }
+            Err(_) => {
+                reopen();
+                Err(ConsumerCheckpointError::NoNetworkThread { client_id }.into())
+            }
+        }
+    }
+
+    fn after_restore(&self, _: &Context) -> Result<(), ResourceError> {
+        let marker = self.checkpoint.marker.lock().take();
+        let shift = marker.map_or(Duration::ZERO, monotonic_jump);
+        let current = self.shared.state.lock().group_instance_id.clone();
+        let instance = match (&self.config.group_instance_id, marker) {
+            (Some(configured), Some(_)) => Some(instance_id_after_restore(
+                configured,
+                &self.config.crac_group_instance_id_var,
+            )),
+            _ => current,
+        };
+        let (tx, rx) = mpsc::channel();
+        if self.command(Command::Restore {
+            shift,
+            group_instance_id: instance.clone(),
+            reply: tx,
+        }) {
+            let _ = rx.recv_timeout(Duration::from_secs(10));
+        }
+        {
+            let mut st = self.shared.state.lock();
+            st.checkpointing = false;
+            st.last_poll = Instant::now();
+        }
+        self.shared.notify();
+        self.wake();
+        tracing::info!(client_id = %self.config.client_id, shift_ms = shift.as_millis() as u64, group_instance_id = ?instance, "kafka consumer resumed after restore");
+        Ok(())
+    }
+
+    fn name(&self) -> String {
+        format!("kafka-consumer[{}]", self.config.client_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_ids_differ_per_restore() {
+        let a = instance_id_after_restore("worker", "CRAC_TEST_UNSET_VAR");
+        let b = instance_id_after_restore("worker", "CRAC_TEST_UNSET_VAR");
+        assert!(a.starts_with("worker-crac0-"), "{a}");
+        assert_ne!(a, b);
+    }
+}

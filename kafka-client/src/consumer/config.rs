@@ -1,0 +1,711 @@
+//! Consumer configuration with the Java client's keys and defaults, as a typed builder and as
+//! `key=value` properties (the same style as [`ProducerConfig`](crate::ProducerConfig)).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::network::metadata::{BootstrapServer, parse_bootstrap};
+use crate::protocol::messages::fetch::IsolationLevel;
+
+use super::assignor::AssignorKind;
+
+/// A configuration key or value the consumer cannot accept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid consumer config {key}={value:?}: {reason}")]
+pub struct ConfigError {
+    /// The key.
+    pub key: String,
+    /// The value given.
+    pub value: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(key: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
+        Self {
+            key: key.to_owned(),
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `auto.offset.reset`: where to start in a partition that has no committed offset (or whose
+/// position is out of range).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AutoOffsetReset {
+    /// The first offset the log still has.
+    Earliest,
+    /// The end of the log: only records written from now on. The default, as in Java.
+    #[default]
+    Latest,
+    /// No reset: `poll()` returns [`ConsumerError::NoOffset`](super::ConsumerError::NoOffset)
+    /// (or `OffsetOutOfRange`) until the application seeks.
+    None,
+}
+
+impl FromStr for AutoOffsetReset {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "earliest" => Ok(Self::Earliest),
+            "latest" => Ok(Self::Latest),
+            "none" => Ok(Self::None),
+            _ => Err("expected earliest, latest or none".into()),
+        }
+    }
+}
+
+impl fmt::Display for AutoOffsetReset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Earliest => "earliest",
+            Self::Latest => "latest",
+            Self::None => "none",
+        })
+    }
+}
+
+fn parse_isolation(s: &str) -> Result<IsolationLevel, String> {
+    match s.trim() {
+        "read_uncommitted" => Ok(IsolationLevel::ReadUncommitted),
+        "read_committed" => Ok(IsolationLevel::ReadCommitted),
+        _ => Err("expected read_uncommitted or read_committed".into()),
+    }
+}
+
+/// Every setting of the consumer. Build it with [`ConsumerConfig::new`] and the setters, or
+/// from properties with [`ConsumerConfig::from_properties`]; [`ConsumerConfig::set`] takes one
+/// `key, value` pair the way Java's `Properties` does.
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    /// `bootstrap.servers`.
+    pub bootstrap_servers: Vec<BootstrapServer>,
+    /// `client.id` (default `consumer-<group.id>-N`).
+    pub client_id: String,
+    /// `group.id`: needed by `subscribe()` and by commits.
+    pub group_id: Option<String>,
+    /// `group.instance.id`: static membership. Clones of one image must not share it: see
+    /// [`crac_group_instance_id_var`](Self::crac_group_instance_id_var).
+    pub group_instance_id: Option<String>,
+    /// `auto.offset.reset` (default latest).
+    pub auto_offset_reset: AutoOffsetReset,
+    /// `enable.auto.commit` (default true with a `group.id`).
+    pub enable_auto_commit: bool,
+    /// `auto.commit.interval.ms` (default 5000).
+    pub auto_commit_interval: Duration,
+    /// `session.timeout.ms` (default 45000).
+    pub session_timeout: Duration,
+    /// `heartbeat.interval.ms` (default 3000).
+    pub heartbeat_interval: Duration,
+    /// `max.poll.records` (default 500).
+    pub max_poll_records: usize,
+    /// `max.poll.interval.ms` (default 300000): the member leaves its group when the
+    /// application does not call `poll()` for this long; also the rebalance timeout.
+    pub max_poll_interval: Duration,
+    /// `fetch.min.bytes` (default 1).
+    pub fetch_min_bytes: i32,
+    /// `fetch.max.bytes` (default 52428800).
+    pub fetch_max_bytes: i32,
+    /// `max.partition.fetch.bytes` (default 1048576).
+    pub max_partition_fetch_bytes: i32,
+    /// `fetch.max.wait.ms` (default 500).
+    pub fetch_max_wait: Duration,
+    /// `isolation.level` (default read_uncommitted).
+    pub isolation_level: IsolationLevel,
+    /// `partition.assignment.strategy` (default `range`; `range` and `roundrobin` are
+    /// supported, by name or by Java class name).
+    pub assignors: Vec<AssignorKind>,
+    /// `request.timeout.ms` (default 30000).
+    pub request_timeout: Duration,
+    /// `default.api.timeout.ms` (default 60000): bounds `commit_sync()`, `committed()`,
+    /// `position()` and `close()` without an explicit timeout.
+    pub default_api_timeout: Duration,
+    /// `retry.backoff.ms` (default 100).
+    pub retry_backoff: Duration,
+    /// `retry.backoff.max.ms` (default 1000).
+    pub retry_backoff_max: Duration,
+    /// `reconnect.backoff.ms` (default 50).
+    pub reconnect_backoff: Duration,
+    /// `reconnect.backoff.max.ms` (default 1000).
+    pub reconnect_backoff_max: Duration,
+    /// `socket.connection.setup.timeout.ms` (default 10000).
+    pub connect_timeout: Duration,
+    /// `metadata.max.age.ms` (default 300000).
+    pub metadata_max_age: Duration,
+    /// `allow.auto.create.topics` (default true).
+    pub allow_auto_create_topics: bool,
+    /// `client.rack` (default empty).
+    pub client_rack: String,
+    /// `checkpoint.timeout.ms` (default 30000): how long `before_checkpoint` may take to commit
+    /// and leave the group before it fails the checkpoint.
+    pub checkpoint_timeout: Duration,
+    /// `crac.register` (default true): register in the global CRaC context.
+    pub crac_register: bool,
+    /// `crac.group.instance.id.var` (default `KAFKA_GROUP_INSTANCE_ID`): after a restore, a
+    /// configured `group.instance.id` is replaced by the restorer's value of this variable
+    /// (`crac restore --env KAFKA_GROUP_INSTANCE_ID=worker-7`), or, without one, by the
+    /// configured id with a suffix unique to this restore.
+    pub crac_group_instance_id_var: String,
+    explicit: Vec<&'static str>,
+}
+
+/// Every key [`ConsumerConfig::set`] accepts.
+pub const KEYS: &[&str] = &[
+    "bootstrap.servers",
+    "client.id",
+    "group.id",
+    "group.instance.id",
+    "auto.offset.reset",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.records",
+    "max.poll.interval.ms",
+    "fetch.min.bytes",
+    "fetch.max.bytes",
+    "max.partition.fetch.bytes",
+    "fetch.max.wait.ms",
+    "isolation.level",
+    "partition.assignment.strategy",
+    "request.timeout.ms",
+    "default.api.timeout.ms",
+    "retry.backoff.ms",
+    "retry.backoff.max.ms",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+    "socket.connection.setup.timeout.ms",
+    "metadata.max.age.ms",
+    "allow.auto.create.topics",
+    "client.rack",
+    "checkpoint.timeout.ms",
+    "crac.register",
+    "crac.group.instance.id.var",
+];
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        Self {
+            bootstrap_servers: Vec::new(),
+            client_id: String::new(),
+            group_id: None,
+            group_instance_id: None,
+            auto_offset_reset: AutoOffsetReset::Latest,
+            enable_auto_commit: true,
+            auto_commit_interval: Duration::from_millis(5000),
+            session_timeout: Duration::from_millis(45_000),
+            heartbeat_interval: Duration::from_millis(3000),
+            max_poll_records: 500,
+            max_poll_interval: Duration::from_millis(300_000),
+            fetch_min_bytes: 1,
+            fetch_max_bytes: 52_428_800,
+            max_partition_fetch_bytes: 1_048_576,
+            fetch_max_wait: Duration::from_millis(500),
+            isolation_level: IsolationLevel::ReadUncommitted,
+            assignors: vec![AssignorKind::Range],
+            request_timeout: Duration::from_millis(30_000),
+            default_api_timeout: Duration::from_millis(60_000),
+            retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_millis(1000),
+            reconnect_backoff: Duration::from_millis(50),
+            reconnect_backoff_max: Duration::from_millis(1000),
+            connect_timeout: Duration::from_millis(10_000),
+            metadata_max_age: Duration::from_millis(300_000),
+            allow_auto_create_topics: true,
+            client_rack: String::new(),
+            checkpoint_timeout: Duration::from_millis(30_000),
+            crac_register: true,
+            crac_group_instance_id_var: "KAFKA_GROUP_INSTANCE_ID".into(),
+            explicit: Vec::new(),
+        }
+    }
+}
+
+fn parse_ms(key: &str, v: &str) -> Result<Duration, ConfigError> {
+    v.trim()
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| ConfigError::new(key, v, "expected a non-negative number of milliseconds"))
+}
+
+fn parse_num<T>(key: &str, v: &str, min: T) -> Result<T, ConfigError>
+where
+    T: FromStr + PartialOrd + fmt::Display + Copy,
+{
+    let n: T = v
+        .trim()
+        .parse()
+        .map_err(|_| ConfigError::new(key, v, "expected a number"))?;
+    if n < min {
+        return Err(ConfigError::new(key, v, format!("must be at least {min}")));
+    }
+    Ok(n)
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ConfigError::new(key, v, "expected true or false")),
+    }
+}
+
+fn non_empty(v: &str) -> Option<String> {
+    let v = v.trim();
+    (!v.is_empty()).then(|| v.to_owned())
+}
+
+impl ConsumerConfig {
+    /// Defaults, with `bootstrap.servers` (e.g. `"127.0.0.1:9092,127.0.0.1:9093"`).
+    pub fn new(bootstrap_servers: &str) -> Result<Self, ConfigError> {
+        let mut c = Self::default();
+        c.set("bootstrap.servers", bootstrap_servers)?;
+        Ok(c)
+    }
+
+    /// Reads `key=value` pairs (Java's consumer keys) and validates the result.
+    pub fn from_properties<K, V>(
+        props: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self, ConfigError>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut c = Self::default();
+        for (k, v) in props {
+            c.set(k.as_ref(), v.as_ref())?;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Reads a Java `.properties`-style text: `key=value` lines, `#` and `!` comments.
+    pub fn from_properties_text(text: &str) -> Result<Self, ConfigError> {
+        let mut pairs = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                continue;
+            }
+            let (k, v) = line
+                .split_once('=')
+                .or_else(|| line.split_once(':'))
+                .ok_or_else(|| ConfigError::new(line, "", "expected key=value"))?;
+            pairs.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+        Self::from_properties(pairs)
+    }
+
+    /// Sets one key from its string value, as in Java properties. An unknown key or a bad
+    /// value is an error naming both.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, ConfigError> {
+        let v = value;
+        match key {
+            "bootstrap.servers" => {
+                self.bootstrap_servers =
+                    parse_bootstrap(v).map_err(|r| ConfigError::new(key, v, r))?
+            }
+            "client.id" => self.client_id = v.trim().to_owned(),
+            "group.id" => self.group_id = non_empty(v),
+            "group.instance.id" => self.group_instance_id = non_empty(v),
+            "auto.offset.reset" => {
+                self.auto_offset_reset =
+                    v.parse().map_err(|r: String| ConfigError::new(key, v, r))?
+            }
+            "enable.auto.commit" => self.enable_auto_commit = parse_bool(key, v)?,
+            "auto.commit.interval.ms" => self.auto_commit_interval = parse_ms(key, v)?,
+            "session.timeout.ms" => self.session_timeout = parse_ms(key, v)?,
+            "heartbeat.interval.ms" => self.heartbeat_interval = parse_ms(key, v)?,
+            "max.poll.records" => self.max_poll_records = parse_num(key, v, 1usize)?,
+            "max.poll.interval.ms" => self.max_poll_interval = parse_ms(key, v)?,
+            "fetch.min.bytes" => self.fetch_min_bytes = parse_num(key, v, 0i32)?,
+            "fetch.max.bytes" => self.fetch_max_bytes = parse_num(key, v, 0i32)?,
+            "max.partition.fetch.bytes" => {
+                self.max_partition_fetch_bytes = parse_num(key, v, 0i32)?
+            }
+            "fetch.max.wait.ms" => self.fetch_max_wait = parse_ms(key, v)?,
+            "isolation.level" => {
+                self.isolation_level =
+                    parse_isolation(v).map_err(|r| ConfigError::new(key, v, r))?
+            }
+            "partition.assignment.strategy" => {
+                let mut list = Vec::new();
+                for name in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    let a: AssignorKind = name
+                        .parse()
+                        .map_err(|r: String| ConfigError::new(key, v, r))?;
+                    if !list.contains(&a) {
+                        list.push(a);
+                    }
+                }
+                if list.is_empty() {
+                    return Err(ConfigError::new(key, v, "at least one assignor is needed"));
+                }
+                self.assignors = list;
+            }
+            "request.timeout.ms" => self.request_timeout = parse_ms(key, v)?,
+            "default.api.timeout.ms" => self.default_api_timeout = parse_ms(key, v)?,
+            "retry.backoff.ms" => self.retry_backoff = parse_ms(key, v)?,
+            "retry.backoff.max.ms" => self.retry_backoff_max = parse_ms(key, v)?,
+            "reconnect.backoff.ms" => self.reconnect_backoff = parse_ms(key, v)?,
+            "reconnect.backoff.max.ms" => self.reconnect_backoff_max = parse_ms(key, v)?,
+            "socket.connection.setup.timeout.ms" => self.connect_timeout = parse_ms(key, v)?,
+            "metadata.max.age.ms" => self.metadata_max_age = parse_ms(key, v)?,
+            "allow.auto.create.topics" => self.allow_auto_create_topics = parse_bool(key, v)?,
+            "client.rack" => self.client_rack = v.trim().to_owned(),
+            "checkpoint.timeout.ms" => self.checkpoint_timeout = parse_ms(key, v)?,
+            "crac.register" => self.crac_register = parse_bool(key, v)?,
+            "crac.group.instance.id.var" => self.crac_group_instance_id_var = v.trim().to_owned(),
+            _ => {
+                return Err(ConfigError::new(
+                    key,
+                    v,
+                    "unknown key (see kafka_client::consumer::config::KEYS)",
+                ));
+            }
+        }
+        if let Some(k) = KEYS.iter().find(|k| **k == key) {
+            self.mark(k);
+        }
+        Ok(self)
+    }
+
+    /// Checks the combination, as Java's consumer does.
+    pub fn validate(&mut self) -> Result<(), ConfigError> {
+        if self.bootstrap_servers.is_empty() {
+            return Err(ConfigError::new("bootstrap.servers", "", "required"));
+        }
+        if self.group_id.is_none() {
+            // Java: without a group there is nothing to commit to; an explicit true is an error.
+            if self.enable_auto_commit && self.explicit.contains(&"enable.auto.commit") {
+                return Err(ConfigError::new(
+                    "enable.auto.commit",
+                    "true",
+                    "needs a group.id (commits are stored with the group)",
+                ));
+            }
+            self.enable_auto_commit = false;
+            if let Some(id) = &self.group_instance_id {
+                return Err(ConfigError::new(
+                    "group.instance.id",
+                    id,
+                    "needs a group.id",
+                ));
+            }
+        }
+        if self.heartbeat_interval >= self.session_timeout {
+            return Err(ConfigError::new(
+                "heartbeat.interval.ms",
+                self.heartbeat_interval.as_millis(),
+                format!(
+                    "must be lower than session.timeout.ms={}",
+                    self.session_timeout.as_millis()
+                ),
+            ));
+        }
+        if self.session_timeout.is_zero() {
+            return Err(ConfigError::new(
+                "session.timeout.ms",
+                0,
+                "must be positive",
+            ));
+        }
+        if self.max_poll_interval.as_millis() > i32::MAX as u128 {
+            return Err(ConfigError::new(
+                "max.poll.interval.ms",
+                self.max_poll_interval.as_millis(),
+                "must fit in 31 bits",
+            ));
+        }
+        if self.fetch_max_wait.as_millis() > i32::MAX as u128 {
+            return Err(ConfigError::new(
+                "fetch.max.wait.ms",
+                self.fetch_max_wait.as_millis(),
+                "must fit in 31 bits",
+            ));
+        }
+        if self.request_timeout <= self.fetch_max_wait {
+            return Err(ConfigError::new(
+                "request.timeout.ms",
+                self.request_timeout.as_millis(),
+                format!(
+                    "must be greater than fetch.max.wait.ms={} (a fetch may wait that long)",
+                    self.fetch_max_wait.as_millis()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Keys set explicitly (by `set` or a builder method).
+    pub fn explicit_keys(&self) -> &[&'static str] {
+        &self.explicit
+    }
+
+    fn mark(&mut self, key: &'static str) -> &mut Self {
+        if !self.explicit.contains(&key) {
+            self.explicit.push(key);
+        }
+        self
+    }
+
+    /// `group.id`.
+    pub fn group_id(mut self, id: impl Into<String>) -> Self {
+        self.group_id = non_empty(&id.into());
+        self.mark("group.id");
+        self
+    }
+
+    /// `group.instance.id`.
+    pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
+        self.group_instance_id = non_empty(&id.into());
+        self.mark("group.instance.id");
+        self
+    }
+
+    /// `client.id`.
+    pub fn client_id(mut self, id: impl Into<String>) -> Self {
+        self.client_id = id.into();
+        self.mark("client.id");
+        self
+    }
+
+    /// `auto.offset.reset`.
+    pub fn auto_offset_reset(mut self, r: AutoOffsetReset) -> Self {
+        self.auto_offset_reset = r;
+        self.mark("auto.offset.reset");
+        self
+    }
+
+    /// `enable.auto.commit`.
+    pub fn enable_auto_commit(mut self, on: bool) -> Self {
+        self.enable_auto_commit = on;
+        self.mark("enable.auto.commit");
+        self
+    }
+
+    /// `auto.commit.interval.ms`.
+    pub fn auto_commit_interval(mut self, d: Duration) -> Self {
+        self.auto_commit_interval = d;
+        self.mark("auto.commit.interval.ms");
+        self
+    }
+
+    /// `session.timeout.ms`.
+    pub fn session_timeout(mut self, d: Duration) -> Self {
+        self.session_timeout = d;
+        self.mark("session.timeout.ms");
+        self
+    }
+
+    /// `heartbeat.interval.ms`.
+    pub fn heartbeat_interval(mut self, d: Duration) -> Self {
+        self.heartbeat_interval = d;
+        self.mark("heartbeat.interval.ms");
+        self
+    }
+
+    /// `max.poll.records`.
+    pub fn max_poll_records(mut self, n: usize) -> Self {
+        self.max_poll_records = n.max(1);
+        self.mark("max.poll.records");
+        self
+    }
+
+    /// `max.poll.interval.ms`.
+    pub fn max_poll_interval(mut self, d: Duration) -> Self {
+        self.max_poll_interval = d;
+        self.mark("max.poll.interval.ms");
+        self
+    }
+
+    /// `fetch.min.bytes`.
+    pub fn fetch_min_bytes(mut self, n: i32) -> Self {
+        self.fetch_min_bytes = n.max(0);
+        self.mark("fetch.min.bytes");
+        self
+    }
+
+    /// `fetch.max.bytes`.
+    pub fn fetch_max_bytes(mut self, n: i32) -> Self {
+        self.fetch_max_bytes = n.max(0);
+        self.mark("fetch.max.bytes");
+        self
+    }
+
+    /// `max.partition.fetch.bytes`.
+    pub fn max_partition_fetch_bytes(mut self, n: i32) -> Self {
+        self.max_partition_fetch_bytes = n.max(0);
+        self.mark("max.partition.fetch.bytes");
+        self
+    }
+
+    /// `fetch.max.wait.ms`.
+    pub fn fetch_max_wait(mut self, d: Duration) -> Self {
+        self.fetch_max_wait = d;
+        self.mark("fetch.max.wait.ms");
+        self
+    }
+
+    /// `isolation.level`.
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation_level = level;
+        self.mark("isolation.level");
+        self
+    }
+
+    /// `partition.assignment.strategy`, in order of preference.
+    pub fn assignors(mut self, list: &[AssignorKind]) -> Self {
+        if !list.is_empty() {
+            self.assignors = list.to_vec();
+        }
+        self.mark("partition.assignment.strategy");
+        self
+    }
+
+    /// `request.timeout.ms`.
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = d;
+        self.mark("request.timeout.ms");
+        self
+    }
+
+    /// `default.api.timeout.ms`.
+    pub fn default_api_timeout(mut self, d: Duration) -> Self {
+        self.default_api_timeout = d;
+        self.mark("default.api.timeout.ms");
+        self
+    }
+
+    /// `retry.backoff.ms`.
+    pub fn retry_backoff(mut self, d: Duration) -> Self {
+        self.retry_backoff = d;
+        self.mark("retry.backoff.ms");
+        self
+    }
+
+    /// `reconnect.backoff.ms` and `reconnect.backoff.max.ms`.
+    pub fn reconnect_backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.reconnect_backoff = base;
+        self.reconnect_backoff_max = max;
+        self.mark("reconnect.backoff.ms");
+        self
+    }
+
+    /// `metadata.max.age.ms`.
+    pub fn metadata_max_age(mut self, d: Duration) -> Self {
+        self.metadata_max_age = d;
+        self.mark("metadata.max.age.ms");
+        self
+    }
+
+    /// `checkpoint.timeout.ms`.
+    pub fn checkpoint_timeout(mut self, d: Duration) -> Self {
+        self.checkpoint_timeout = d;
+        self.mark("checkpoint.timeout.ms");
+        self
+    }
+
+    /// `crac.register`.
+    pub fn crac_register(mut self, on: bool) -> Self {
+        self.crac_register = on;
+        self.mark("crac.register");
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Vec<(&'static str, &'static str)> {
+        vec![("bootstrap.servers", "127.0.0.1:9092"), ("group.id", "g")]
+    }
+
+    #[test]
+    fn java_defaults() {
+        let c = ConsumerConfig::from_properties(base()).unwrap();
+        assert_eq!(c.auto_offset_reset, AutoOffsetReset::Latest);
+        assert!(c.enable_auto_commit);
+        assert_eq!(c.auto_commit_interval, Duration::from_secs(5));
+        assert_eq!(c.session_timeout, Duration::from_secs(45));
+        assert_eq!(c.heartbeat_interval, Duration::from_secs(3));
+        assert_eq!(c.max_poll_records, 500);
+        assert_eq!(c.max_poll_interval, Duration::from_secs(300));
+        assert_eq!(c.fetch_max_bytes, 52_428_800);
+        assert_eq!(c.max_partition_fetch_bytes, 1_048_576);
+        assert_eq!(c.fetch_max_wait, Duration::from_millis(500));
+        assert_eq!(c.isolation_level, IsolationLevel::ReadUncommitted);
+        assert_eq!(c.assignors, vec![AssignorKind::Range]);
+    }
+
+    #[test]
+    fn errors_name_key_and_value() {
+        let mut p = base();
+        p.push(("auto.offset.reset", "smallest"));
+        let e = ConsumerConfig::from_properties(p).unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.value.as_str()),
+            ("auto.offset.reset", "smallest")
+        );
+        assert!(
+            e.to_string().contains("auto.offset.reset=\"smallest\""),
+            "{e}"
+        );
+        let mut p = base();
+        p.push(("partition.assignment.strategy", "range,sticky"));
+        let e = ConsumerConfig::from_properties(p).unwrap_err();
+        assert_eq!(e.key, "partition.assignment.strategy");
+        assert!(e.reason.contains("sticky"), "{e}");
+        let mut p = base();
+        p.push(("max.pol.records", "5"));
+        assert!(
+            ConsumerConfig::from_properties(p)
+                .unwrap_err()
+                .reason
+                .contains("unknown key")
+        );
+        let mut p = base();
+        p.push(("heartbeat.interval.ms", "50000"));
+        assert_eq!(
+            ConsumerConfig::from_properties(p).unwrap_err().key,
+            "heartbeat.interval.ms"
+        );
+        let e = ConsumerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("enable.auto.commit", "true"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.key, "enable.auto.commit");
+        let e = ConsumerConfig::from_properties([("group.id", "g")]).unwrap_err();
+        assert_eq!(e.key, "bootstrap.servers");
+    }
+
+    #[test]
+    fn assignors_by_name_or_java_class() {
+        let mut p = base();
+        p.push((
+            "partition.assignment.strategy",
+            "org.apache.kafka.clients.consumer.RoundRobinAssignor, range",
+        ));
+        let c = ConsumerConfig::from_properties(p).unwrap();
+        assert_eq!(
+            c.assignors,
+            vec![AssignorKind::RoundRobin, AssignorKind::Range]
+        );
+    }
+
+    #[test]
+    fn without_a_group_auto_commit_is_off() {
+        let c = ConsumerConfig::from_properties([("bootstrap.servers", "h:1")]).unwrap();
+        assert!(!c.enable_auto_commit);
+        let c = ConsumerConfig::from_properties_text(
+            "bootstrap.servers=h:1\ngroup.id=g\nisolation.level=read_committed\n",
+        )
+        .unwrap();
+        assert_eq!(c.isolation_level, IsolationLevel::ReadCommitted);
+        assert!(c.explicit_keys().contains(&"isolation.level"));
+    }
+}

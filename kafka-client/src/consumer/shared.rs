@@ -1,0 +1,337 @@
+//! The state the application thread (`poll()`, `seek()`, commits) and the consumer's network
+//! thread share, under one mutex: the subscription, the assigned partitions with their
+//! positions, the fetched records not yet returned, the rebalance hand-over, errors for
+//! `poll()`, and the checkpoint gate.
+//!
+//! Positions are those of records *returned* by `poll()` (what "processed" means for a commit);
+//! the network thread only fetches from them and buffers what it got.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::config::AutoOffsetReset;
+use super::error::ConsumerError;
+use super::record::{ConsumerRecord, OffsetAndMetadata, TopicPartition};
+
+/// What the consumer consumes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum Subscription {
+    /// Nothing yet.
+    #[default]
+    None,
+    /// Topics, with group management.
+    Topics(BTreeSet<String>),
+    /// Partitions given by `assign()`.
+    Manual,
+}
+
+/// One assigned partition.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PartitionState {
+    /// Offset of the next record `poll()` returns; `None` until initialized (committed
+    /// offset, reset, or seek).
+    pub position: Option<i64>,
+    /// Leader epoch of the last returned record.
+    pub leader_epoch: Option<i32>,
+    /// Waiting for a ListOffsets with this strategy (earliest or latest).
+    pub reset: Option<AutoOffsetReset>,
+    /// Not fetched until the application seeks (out of range / no offset with reset=none).
+    pub blocked: bool,
+    /// The committed offset has been asked for (network thread).
+    pub committed_requested: bool,
+}
+
+/// A partition's fetched records not yet returned.
+#[derive(Debug)]
+pub(crate) struct CompletedFetch {
+    pub tp: TopicPartition,
+    /// The position these records continue from: they are stale if the partition's position
+    /// is anything else.
+    pub position: i64,
+    pub records: VecDeque<ConsumerRecord>,
+    /// The position once every record is returned.
+    pub next_offset: i64,
+    /// Raised by `poll()` after the records (a batch that did not decode).
+    pub error: Option<ConsumerError>,
+}
+
+/// The rebalance hand-over between the network thread (which talks to the coordinator) and
+/// `poll()` (which runs the application's callbacks, as Java does, on the application thread).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum RebalanceStep {
+    /// Nothing to do.
+    #[default]
+    None,
+    /// The network thread wants to (re)join: `poll()` gives up these partitions (commit if
+    /// auto-commit and not lost, `on_partitions_revoked`/`lost`), then sets `JoinAllowed`.
+    Revoke {
+        partitions: Vec<TopicPartition>,
+        lost: bool,
+    },
+    /// `poll()` has released the partitions: the network thread joins.
+    JoinAllowed,
+    /// Joined and synced: the network thread installed this assignment; `poll()` runs
+    /// `on_partitions_assigned`, then fetching starts.
+    Assigned(Vec<TopicPartition>),
+}
+
+/// Outcome of an asynchronous commit, for its callback on the application thread.
+pub(crate) type AsyncCommitDone = (u64, Result<(), ConsumerError>);
+
+/// The shared state.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub subscription: Subscription,
+    /// Bumped by `subscribe()`: the network thread rejoins when it changes.
+    pub subscription_version: u64,
+    pub assignment: BTreeMap<TopicPartition, PartitionState>,
+    pub buffer: VecDeque<CompletedFetch>,
+    /// Partitions with a `CompletedFetch` in `buffer`.
+    pub buffered: HashSet<TopicPartition>,
+    pub rebalance: RebalanceStep,
+    pub errors: VecDeque<ConsumerError>,
+    pub async_commits_done: Vec<AsyncCommitDone>,
+    /// Set by `before_checkpoint`: `poll()` returns nothing and the network thread fetches
+    /// nothing until the restore (or the checkpoint fails).
+    pub checkpointing: bool,
+    pub closed: bool,
+    /// When the application last called `poll()`, and whether it is inside it now.
+    pub last_poll: Instant,
+    pub in_poll: bool,
+    /// Group membership, for `group_metadata()` (written by the network thread).
+    pub member_id: String,
+    pub generation_id: i32,
+    pub group_instance_id: Option<String>,
+    /// Counters.
+    pub records_returned: u64,
+    pub rebalances: u64,
+}
+
+impl State {
+    pub fn new(group_instance_id: Option<String>) -> Self {
+        Self {
+            subscription: Subscription::None,
+            subscription_version: 0,
+            assignment: BTreeMap::new(),
+            buffer: VecDeque::new(),
+            buffered: HashSet::new(),
+            rebalance: RebalanceStep::None,
+            errors: VecDeque::new(),
+            async_commits_done: Vec::new(),
+            checkpointing: false,
+            closed: false,
+            last_poll: Instant::now(),
+            in_poll: false,
+            member_id: String::new(),
+            generation_id: -1,
+            group_instance_id,
+            records_returned: 0,
+            rebalances: 0,
+        }
+    }
+
+    /// Drops the fetched records of `tp` (seek, revocation).
+    pub fn drop_buffered(&mut self, tp: &TopicPartition) {
+        if self.buffered.remove(tp) {
+            self.buffer.retain(|c| c.tp != *tp);
+        }
+    }
+
+    /// Drops every fetched record (checkpoint, revocation of everything).
+    pub fn clear_buffer(&mut self) {
+        self.buffer.clear();
+        self.buffered.clear();
+    }
+
+    /// Replaces the assignment; positions of partitions kept are kept.
+    pub fn set_assignment(&mut self, partitions: impl IntoIterator<Item = TopicPartition>) {
+        let mut next = BTreeMap::new();
+        for tp in partitions {
+            let st = self.assignment.remove(&tp).unwrap_or_default();
+            next.insert(tp, st);
+        }
+        for tp in self.assignment.keys().cloned().collect::<Vec<_>>() {
+            self.drop_buffered(&tp);
+        }
+        self.assignment = next;
+    }
+
+    /// The positions of records returned by `poll()`: what a commit of "everything
+    /// processed" stores.
+    pub fn consumed_offsets(&self) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+        self.assignment
+            .iter()
+            .filter_map(|(tp, st)| {
+                st.position.map(|offset| {
+                    (
+                        tp.clone(),
+                        OffsetAndMetadata {
+                            offset,
+                            leader_epoch: st.leader_epoch,
+                            metadata: String::new(),
+                        },
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Whether `f` holding for `tp`'s state is consistent with fetched data starting at
+    /// `position`: assigned, at that position, nothing buffered yet.
+    pub fn accepts_fetch(&self, tp: &TopicPartition, position: i64) -> bool {
+        !self.checkpointing
+            && !self.buffered.contains(tp)
+            && self
+                .assignment
+                .get(tp)
+                .is_some_and(|st| st.position == Some(position) && !st.blocked)
+    }
+
+    /// Takes up to `max` records from the buffer, advancing positions. Returns the records
+    /// and an error met after them, if any.
+    pub fn drain(&mut self, max: usize) -> (Vec<ConsumerRecord>, Option<ConsumerError>) {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(cf) = self.buffer.front_mut() else {
+                break;
+            };
+            let current = self
+                .assignment
+                .get(&cf.tp)
+                .is_some_and(|st| st.position == Some(cf.position) && !st.blocked);
+            if !current {
+                let cf = self.buffer.pop_front().expect("front exists");
+                self.buffered.remove(&cf.tp);
+                continue;
+            }
+            let take = (max - out.len()).min(cf.records.len());
+            let mut last = None;
+            for r in cf.records.drain(..take) {
+                last = Some((r.offset, r.leader_epoch));
+                out.push(r);
+            }
+            let st = self.assignment.get_mut(&cf.tp).expect("checked current");
+            if let Some((offset, epoch)) = last {
+                cf.position = offset + 1;
+                st.position = Some(cf.position);
+                if epoch.is_some() {
+                    st.leader_epoch = epoch;
+                }
+            }
+            if cf.records.is_empty() {
+                let cf = self.buffer.pop_front().expect("front exists");
+                self.buffered.remove(&cf.tp);
+                if let Some(e) = cf.error {
+                    // Stay at the bad batch; the error is raised after the records before it.
+                    if out.is_empty() {
+                        return (out, Some(e));
+                    }
+                    self.errors.push_back(e);
+                    break;
+                }
+                if cf.next_offset > cf.position {
+                    st.position = Some(cf.next_offset);
+                }
+            }
+        }
+        self.records_returned += out.len() as u64;
+        (out, None)
+    }
+}
+
+/// The state with its condition variable (the application waits on it in `poll()`).
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    pub cv: Condvar,
+}
+
+impl Shared {
+    pub fn new(group_instance_id: Option<String>) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State::new(group_instance_id)),
+            cv: Condvar::new(),
+        })
+    }
+
+    /// Wakes the application (new records, a rebalance step, an error, a position).
+    pub fn notify(&self) {
+        self.cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consumer::record::TimestampType;
+
+    fn rec(tp: &TopicPartition, offset: i64) -> ConsumerRecord {
+        ConsumerRecord {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            offset,
+            timestamp: 0,
+            timestamp_type: TimestampType::CreateTime,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            leader_epoch: Some(1),
+        }
+    }
+
+    fn fetched(tp: &TopicPartition, from: i64, n: i64, next: i64) -> CompletedFetch {
+        CompletedFetch {
+            tp: tp.clone(),
+            position: from,
+            records: (from..from + n).map(|o| rec(tp, o)).collect(),
+            next_offset: next,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn drain_advances_positions_and_drops_stale_data() {
+        let a = TopicPartition::new("t", 0);
+        let b = TopicPartition::new("t", 1);
+        let mut s = State::new(None);
+        s.set_assignment([a.clone(), b.clone()]);
+        s.assignment.get_mut(&a).unwrap().position = Some(10);
+        s.assignment.get_mut(&b).unwrap().position = Some(0);
+        assert!(s.accepts_fetch(&a, 10) && !s.accepts_fetch(&a, 9));
+        s.buffer.push_back(fetched(&a, 10, 3, 20)); // a gap after 12: next fetch at 20
+        s.buffered.insert(a.clone());
+        s.buffer.push_back(fetched(&b, 5, 2, 7)); // stale: b is at 0
+        s.buffered.insert(b.clone());
+        let (r, e) = s.drain(2);
+        assert!(e.is_none());
+        assert_eq!(r.iter().map(|r| r.offset).collect::<Vec<_>>(), [10, 11]);
+        assert_eq!(s.assignment[&a].position, Some(12));
+        let (r, _) = s.drain(10);
+        assert_eq!(r.len(), 1);
+        assert_eq!(s.assignment[&a].position, Some(20));
+        assert_eq!(s.assignment[&b].position, Some(0), "stale data dropped");
+        assert!(s.buffer.is_empty() && s.buffered.is_empty());
+        assert_eq!(s.consumed_offsets().len(), 2);
+        assert_eq!(s.records_returned, 3);
+    }
+
+    #[test]
+    fn an_error_comes_after_the_records_before_it() {
+        let a = TopicPartition::new("t", 0);
+        let mut s = State::new(None);
+        s.set_assignment([a.clone()]);
+        s.assignment.get_mut(&a).unwrap().position = Some(0);
+        let mut cf = fetched(&a, 0, 2, 2);
+        cf.error = Some(ConsumerError::illegal("bad"));
+        s.buffer.push_back(cf);
+        s.buffered.insert(a.clone());
+        let (r, e) = s.drain(10);
+        assert_eq!(r.len(), 2);
+        assert!(e.is_none());
+        assert_eq!(s.errors.len(), 1);
+        assert_eq!(s.assignment[&a].position, Some(2), "stays at the bad batch");
+    }
+}
