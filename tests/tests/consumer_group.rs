@@ -1,0 +1,271 @@
+//! Our consumer in a real consumer group against a real Kafka broker: the Java producer writes
+//! 200,000 records compressed with zstd (and, in a second run, lz4); a group of three of our
+//! consumers reads them while one member leaves and another joins, and every record is read
+//! exactly once (each partition offset once, each value once), with a synchronous commit after
+//! every poll and the listener committing before partitions are given up.
+//!
+//! The consumers run as threads of this test (no CRIU here: `consumer_criu.rs` checkpoints
+//! them). Needs Kafka's jars (scripts/test installs them).
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crac_tests::kafka::{Cluster, kafka_script};
+use kafka_client::{
+    AutoOffsetReset, Consumer, ConsumerConfig, ConsumerRebalanceListener, TopicPartition,
+};
+
+const RECORDS: usize = 200_000;
+const PARTITIONS: i32 = 6;
+
+fn kafka() -> &'static Cluster {
+    static C: OnceLock<Cluster> = OnceLock::new();
+    C.get_or_init(|| Cluster::start(1))
+}
+
+/// The Java console producer writes `value-0` .. `value-{n-1}` compressed with `codec` (its
+/// `--compression-codec` option: it ignores a `compression.type` property).
+fn java_produce(k: &Cluster, topic: &str, codec: &str, n: usize) {
+    let mut child = Command::new(kafka_script())
+        .args([
+            "tool",
+            "console-producer",
+            "--bootstrap-server",
+            k.bootstrap(),
+            "--topic",
+            topic,
+            "--compression-codec",
+            codec,
+            "--request-required-acks",
+            "all",
+            "--request-timeout-ms",
+            "60000",
+            "--message-send-max-retries",
+            "50",
+            "--batch-size",
+            "65536",
+            "--command-property",
+            "linger.ms=20",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the console producer");
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        let mut text = String::with_capacity(n * 14);
+        for i in 0..n {
+            text.push_str("value-");
+            text.push_str(&i.to_string());
+            text.push('\n');
+        }
+        stdin.write_all(text.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "console producer: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// End offsets per partition, from `kafka-get-offsets`.
+fn end_offsets(k: &Cluster, topic: &str) -> BTreeMap<i32, i64> {
+    let out = k.java_tool(
+        "get-offsets",
+        &["--bootstrap-server", k.bootstrap(), "--topic", topic],
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.rsplitn(3, ':');
+            let end = f.next()?.parse().ok()?;
+            let p = f.next()?.parse().ok()?;
+            Some((p, end))
+        })
+        .collect()
+}
+
+/// What one member read: (member, partition, offset, value).
+type Seen = Arc<Mutex<Vec<(usize, i32, i64, String)>>>;
+
+/// Commits what was processed before partitions are given up, and logs the hand-overs.
+struct Listener {
+    member: usize,
+    assigned: Arc<Mutex<Vec<(usize, Vec<TopicPartition>)>>>,
+}
+
+impl ConsumerRebalanceListener for Listener {
+    fn on_partitions_revoked(&mut self, consumer: &Consumer, partitions: &[TopicPartition]) {
+        consumer
+            .commit_sync()
+            .unwrap_or_else(|e| panic!("member {}: commit on revoke: {e}", self.member));
+        let _ = partitions;
+    }
+
+    fn on_partitions_assigned(&mut self, _: &Consumer, partitions: &[TopicPartition]) {
+        self.assigned
+            .lock()
+            .unwrap()
+            .push((self.member, partitions.to_vec()));
+    }
+}
+
+struct Member {
+    stop: Arc<AtomicBool>,
+    thread: thread::JoinHandle<usize>,
+}
+
+fn start_member(
+    k: &Cluster,
+    group: &str,
+    topic: &str,
+    member: usize,
+    seen: Seen,
+    total: Arc<AtomicUsize>,
+    assigned: Arc<Mutex<Vec<(usize, Vec<TopicPartition>)>>>,
+) -> Member {
+    let config = ConsumerConfig::new(k.bootstrap())
+        .unwrap()
+        .group_id(group)
+        .client_id(format!("member-{member}"))
+        .auto_offset_reset(AutoOffsetReset::Earliest)
+        .enable_auto_commit(false)
+        .heartbeat_interval(Duration::from_millis(300))
+        .max_poll_records(250)
+        .crac_register(false);
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let topic = topic.to_owned();
+    let thread = thread::spawn(move || {
+        let consumer = Consumer::new(config).unwrap();
+        consumer
+            .subscribe_with_listener([&topic], Listener { member, assigned })
+            .unwrap();
+        let mut mine = 0;
+        while !st.load(Ordering::SeqCst) {
+            let records = consumer
+                .poll(Duration::from_millis(100))
+                .unwrap_or_else(|e| panic!("member {member}: poll: {e}"));
+            if records.is_empty() {
+                continue;
+            }
+            let mut batch = Vec::with_capacity(records.len());
+            for r in &records {
+                let v = String::from_utf8(r.value.clone().unwrap_or_default()).unwrap();
+                batch.push((member, r.partition, r.offset, v));
+            }
+            mine += batch.len();
+            total.fetch_add(batch.len(), Ordering::SeqCst);
+            seen.lock().unwrap().extend(batch);
+            consumer
+                .commit_sync()
+                .unwrap_or_else(|e| panic!("member {member}: commit: {e}"));
+            // Paced, so the group changes while the topic is still being read.
+            thread::sleep(Duration::from_millis(5));
+        }
+        consumer.close(Duration::from_secs(30)).unwrap();
+        mine
+    });
+    Member { stop, thread }
+}
+
+fn wait_for(total: &AtomicUsize, n: usize, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while total.load(Ordering::SeqCst) < n {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: only {} records read",
+            total.load(Ordering::SeqCst)
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn group_reads_every_record_once(codec: &str) {
+    let k = kafka();
+    let topic = format!("group-{codec}");
+    let group = format!("readers-{codec}");
+    k.create_topic(&topic, PARTITIONS, 1);
+    java_produce(k, &topic, codec, RECORDS);
+    let ends = end_offsets(k, &topic);
+    assert_eq!(
+        ends.values().sum::<i64>(),
+        RECORDS as i64,
+        "the topic holds what Java wrote: {ends:?}"
+    );
+
+    let t = Instant::now();
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let total = Arc::new(AtomicUsize::new(0));
+    let assigned = Arc::new(Mutex::new(Vec::new()));
+    let start =
+        |m| start_member(k, &group, &topic, m, seen.clone(), total.clone(), assigned.clone());
+    let mut members: Vec<Member> = (0..3).map(start).collect();
+    // Member 0 leaves a fifth of the way in; member 3 joins at half.
+    wait_for(&total, RECORDS / 5, "before the leave");
+    let leaving = members.remove(0);
+    leaving.stop.store(true, Ordering::SeqCst);
+    let read_by_leaver = leaving.thread.join().expect("member 0");
+    wait_for(&total, RECORDS / 2, "before the join");
+    members.push(start(3));
+    wait_for(&total, RECORDS, "reading everything");
+    // Anything extra (a duplicate) would arrive now.
+    thread::sleep(Duration::from_secs(2));
+    let mut per_member = vec![read_by_leaver];
+    for m in &members {
+        m.stop.store(true, Ordering::SeqCst);
+    }
+    for m in members {
+        per_member.push(m.thread.join().expect("member"));
+    }
+    let elapsed = t.elapsed();
+
+    let seen = seen.lock().unwrap();
+    let mut offsets = HashSet::with_capacity(RECORDS);
+    let mut values = HashSet::with_capacity(RECORDS);
+    let mut dup = Vec::new();
+    for (m, p, o, v) in seen.iter() {
+        if !offsets.insert((*p, *o)) || !values.insert(v.clone()) {
+            dup.push((*m, *p, *o, v.clone()));
+        }
+    }
+    assert!(dup.is_empty(), "{} records read twice, e.g. {:?}", dup.len(), &dup[..dup.len().min(5)]);
+    for (p, end) in &ends {
+        for o in 0..*end {
+            assert!(offsets.contains(&(*p, o)), "partition {p} offset {o} never read");
+        }
+    }
+    for i in 0..RECORDS {
+        assert!(values.contains(&format!("value-{i}")), "value-{i} never read");
+    }
+    assert_eq!(seen.len(), RECORDS);
+    // The group really changed: the late member got partitions and read some of them.
+    let assigned = assigned.lock().unwrap();
+    assert!(
+        assigned.iter().any(|(m, p)| *m == 3 && !p.is_empty()),
+        "member 3 got no partitions: {assigned:?}"
+    );
+    assert!(per_member[0] > 0 && *per_member.last().unwrap() > 0, "{per_member:?}");
+    eprintln!(
+        "{codec}: {RECORDS} records read once by members {per_member:?} in {:.1} s ({} assignments)",
+        elapsed.as_secs_f64(),
+        assigned.len()
+    );
+}
+
+#[test]
+fn zstd_records_are_read_exactly_once_across_a_leave_and_a_join() {
+    group_reads_every_record_once("zstd");
+}
+
+#[test]
+fn lz4_records_are_read_exactly_once_across_a_leave_and_a_join() {
+    group_reads_every_record_once("lz4");
+}
