@@ -205,8 +205,17 @@ fn group_reads_every_record_once(codec: &str) {
     let seen: Seen = Arc::new(Mutex::new(Vec::new()));
     let total = Arc::new(AtomicUsize::new(0));
     let assigned = Arc::new(Mutex::new(Vec::new()));
-    let start =
-        |m| start_member(k, &group, &topic, m, seen.clone(), total.clone(), assigned.clone());
+    let start = |m| {
+        start_member(
+            k,
+            &group,
+            &topic,
+            m,
+            seen.clone(),
+            total.clone(),
+            assigned.clone(),
+        )
+    };
     let mut members: Vec<Member> = (0..3).map(start).collect();
     // Member 0 leaves a fifth of the way in; member 3 joins at half.
     wait_for(&total, RECORDS / 5, "before the leave");
@@ -236,14 +245,25 @@ fn group_reads_every_record_once(codec: &str) {
             dup.push((*m, *p, *o, v.clone()));
         }
     }
-    assert!(dup.is_empty(), "{} records read twice, e.g. {:?}", dup.len(), &dup[..dup.len().min(5)]);
+    assert!(
+        dup.is_empty(),
+        "{} records read twice, e.g. {:?}",
+        dup.len(),
+        &dup[..dup.len().min(5)]
+    );
     for (p, end) in &ends {
         for o in 0..*end {
-            assert!(offsets.contains(&(*p, o)), "partition {p} offset {o} never read");
+            assert!(
+                offsets.contains(&(*p, o)),
+                "partition {p} offset {o} never read"
+            );
         }
     }
     for i in 0..RECORDS {
-        assert!(values.contains(&format!("value-{i}")), "value-{i} never read");
+        assert!(
+            values.contains(&format!("value-{i}")),
+            "value-{i} never read"
+        );
     }
     assert_eq!(seen.len(), RECORDS);
     // The group really changed: the late member got partitions and read some of them.
@@ -252,7 +272,10 @@ fn group_reads_every_record_once(codec: &str) {
         assigned.iter().any(|(m, p)| *m == 3 && !p.is_empty()),
         "member 3 got no partitions: {assigned:?}"
     );
-    assert!(per_member[0] > 0 && *per_member.last().unwrap() > 0, "{per_member:?}");
+    assert!(
+        per_member[0] > 0 && *per_member.last().unwrap() > 0,
+        "{per_member:?}"
+    );
     eprintln!(
         "{codec}: {RECORDS} records read once by members {per_member:?} in {:.1} s ({} assignments)",
         elapsed.as_secs_f64(),
