@@ -2,7 +2,8 @@
 //! 200,000 records compressed with zstd (and, in a second run, lz4); a group of three of our
 //! consumers reads them while one member leaves and another joins, and every record is read
 //! exactly once (each partition offset once, each value once), with a synchronous commit after
-//! every poll and the listener committing before partitions are given up.
+//! every poll and the listener committing before partitions are given up. The zstd run uses
+//! the `range` assignor, the lz4 run `roundrobin`.
 //!
 //! The consumers run as threads of this test (no CRIU here: `consumer_criu.rs` checkpoints
 //! them). Needs Kafka's jars (scripts/test installs them).
@@ -16,6 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crac_tests::kafka::{Cluster, kafka_script};
+use kafka_client::consumer::AssignorKind;
 use kafka_client::{
     AutoOffsetReset, Consumer, ConsumerConfig, ConsumerRebalanceListener, TopicPartition,
 };
@@ -122,8 +124,10 @@ struct Member {
     thread: thread::JoinHandle<usize>,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn start_member(
     k: &Cluster,
+    assignor: AssignorKind,
     group: &str,
     topic: &str,
     member: usize,
@@ -139,6 +143,7 @@ fn start_member(
         .enable_auto_commit(false)
         .heartbeat_interval(Duration::from_millis(300))
         .max_poll_records(250)
+        .assignors(&[assignor])
         .crac_register(false);
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
@@ -188,7 +193,7 @@ fn wait_for(total: &AtomicUsize, n: usize, what: &str) {
     }
 }
 
-fn group_reads_every_record_once(codec: &str) {
+fn group_reads_every_record_once(codec: &str, assignor: AssignorKind) {
     let k = kafka();
     let topic = format!("group-{codec}");
     let group = format!("readers-{codec}");
@@ -208,6 +213,7 @@ fn group_reads_every_record_once(codec: &str) {
     let start = |m| {
         start_member(
             k,
+            assignor,
             &group,
             &topic,
             m,
@@ -277,7 +283,7 @@ fn group_reads_every_record_once(codec: &str) {
         "{per_member:?}"
     );
     eprintln!(
-        "{codec}: {RECORDS} records read once by members {per_member:?} in {:.1} s ({} assignments)",
+        "{codec}, {assignor}: {RECORDS} records read once by members {per_member:?} in {:.1} s ({} assignments)",
         elapsed.as_secs_f64(),
         assigned.len()
     );
@@ -285,10 +291,10 @@ fn group_reads_every_record_once(codec: &str) {
 
 #[test]
 fn zstd_records_are_read_exactly_once_across_a_leave_and_a_join() {
-    group_reads_every_record_once("zstd");
+    group_reads_every_record_once("zstd", AssignorKind::Range);
 }
 
 #[test]
-fn lz4_records_are_read_exactly_once_across_a_leave_and_a_join() {
-    group_reads_every_record_once("lz4");
+fn lz4_records_are_read_exactly_once_across_a_leave_and_a_join_with_roundrobin() {
+    group_reads_every_record_once("lz4", AssignorKind::RoundRobin);
 }

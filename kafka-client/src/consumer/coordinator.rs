@@ -231,7 +231,7 @@ impl Coordinator {
         let Some(node) = self.ready_node(net, now) else {
             return;
         };
-        self.maybe_leave(net, node, now);
+        self.maybe_leave(net, shared, node, now);
         self.maybe_join(net, shared, node, now);
         self.maybe_assign(net, shared, node, now);
         self.maybe_heartbeat(net, node, now);
@@ -803,7 +803,7 @@ impl Coordinator {
         self.leave_wanted.is_none() && !self.leave_in_flight
     }
 
-    fn maybe_leave(&mut self, net: &mut Net, node: i32, now: Instant) {
+    fn maybe_leave(&mut self, net: &mut Net, shared: &Shared, node: i32, now: Instant) {
         if self.leave_in_flight {
             return;
         }
@@ -815,6 +815,7 @@ impl Coordinator {
             self.member_id.clear();
             self.generation = -1;
             self.leader_snapshot = None;
+            self.publish_membership(shared);
         }
     }
 
