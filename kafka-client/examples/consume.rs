@@ -88,7 +88,10 @@ fn main() -> ExitCode {
         ("bootstrap.servers".to_owned(), a.bootstrap.clone()),
         ("group.id".to_owned(), a.group.clone()),
         ("auto.offset.reset".to_owned(), a.from.clone()),
-        ("enable.auto.commit".to_owned(), (a.commit == "auto").to_string()),
+        (
+            "enable.auto.commit".to_owned(),
+            (a.commit == "auto").to_string(),
+        ),
         ("crac.register".to_owned(), "false".to_owned()),
     ];
     props.extend(a.props.iter().cloned());

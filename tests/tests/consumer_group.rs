@@ -97,10 +97,13 @@ fn end_offsets(k: &Cluster, topic: &str) -> BTreeMap<i32, i64> {
 /// What one member read: (member, partition, offset, value).
 type Seen = Arc<Mutex<Vec<(usize, i32, i64, String)>>>;
 
+/// Assignments received: (member, partitions).
+type Assigned = Arc<Mutex<Vec<(usize, Vec<TopicPartition>)>>>;
+
 /// Commits what was processed before partitions are given up, and logs the hand-overs.
 struct Listener {
     member: usize,
-    assigned: Arc<Mutex<Vec<(usize, Vec<TopicPartition>)>>>,
+    assigned: Assigned,
 }
 
 impl ConsumerRebalanceListener for Listener {
@@ -133,7 +136,7 @@ fn start_member(
     member: usize,
     seen: Seen,
     total: Arc<AtomicUsize>,
-    assigned: Arc<Mutex<Vec<(usize, Vec<TopicPartition>)>>>,
+    assigned: Assigned,
 ) -> Member {
     let config = ConsumerConfig::new(k.bootstrap())
         .unwrap()
