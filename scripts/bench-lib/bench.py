@@ -482,11 +482,13 @@ class Bench:
 
 # --- checkpoint and restore of the real service ------------------------------------------------
 
-TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z\s")
+# The timestamp of a tracing line; searched, not anchored: `crac restore` writes its own lines
+# to the same stderr, and a line of the restored process can start in the middle of one.
+TS = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z\s")
 
 
 def ts_ns(line):
-    m = TS.match(line)
+    m = TS.search(line)
     if not m:
         return None
     whole, frac = m.group(1).split(".")
@@ -616,7 +618,7 @@ def checkpoint_round(bench, cluster, topic, mb):
         text = errlog.read_bytes()[start_size:].decode(errors="replace").splitlines()
         hooks_done = hooks_ms = drain_us = None
         for l in text:
-            if "before_checkpoint done" in l:
+            if "before_checkpoint done" in l and ts_ns(l) is not None:
                 hooks_done, hooks_ms = ts_ns(l), float(field(l, "elapsed_ms"))
             elif "phase=before_checkpoint" in l and "kafka-producer[" in l and "hook done" in l:
                 drain_us = float(field(l, "elapsed_us"))
@@ -648,7 +650,7 @@ def checkpoint_round(bench, cluster, topic, mb):
             raise RuntimeError(f"the restored service exited with {code}")
         text = errlog.read_bytes()[start_size:].decode(errors="replace").splitlines()
         for l in text:
-            if "crac_api::core: restored generation" in l:
+            if "crac_api::core: restored generation" in l and ts_ns(l) is not None:
                 row["restore_ms"] = (ts_ns(l) - t0) / 1e6
             m = re.search(r"restored pid \d+ from \S+ in ([\d.]+) ms", l)
             if m:
