@@ -332,13 +332,15 @@ impl Metadata {
 }
 
 /// The build id of an executable: its GNU build-id note as hex, or (without one) `fnv:` and a
-/// 64-bit FNV-1a hash of the whole file.
+/// 64-bit FNV-1a hash of the whole file. Only the ELF headers and notes are read when there is
+/// a note, so a large binary (debug info) costs no more than a small one.
 pub fn build_id(path: &Path) -> std::io::Result<String> {
-    let mut data = Vec::new();
-    fs::File::open(path)?.read_to_end(&mut data)?;
-    if let Some(id) = elf_build_id(&data) {
+    let f = fs::File::open(path)?;
+    if let Some(id) = elf_build_id(&f) {
         return Ok(id);
     }
+    let mut data = Vec::new();
+    (&f).read_to_end(&mut data)?;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in &data {
         h ^= u64::from(*b);
@@ -353,44 +355,58 @@ pub fn own_build_id() -> &'static str {
     ID.get_or_init(|| build_id(Path::new("/proc/self/exe")).unwrap_or_else(|_| "unknown".into()))
 }
 
-fn elf_build_id(d: &[u8]) -> Option<String> {
-    // 64-bit little-endian ELF only (x86_64, aarch64); anything else falls back to a hash.
-    if d.len() < 64 || &d[..4] != b"\x7fELF" || d[4] != 2 || d[5] != 1 {
+/// The GNU build-id note of a 64-bit little-endian ELF file (x86_64, aarch64), read piecewise:
+/// header, program headers, then the `PT_NOTE` segments. Anything else: `None`.
+fn elf_build_id(f: &fs::File) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    // Notes and header tables are small; a corrupt size must not make us read the whole file.
+    const MAX_PIECE: u64 = 1 << 20;
+    let read = |off: u64, len: u64| -> Option<Vec<u8>> {
+        if len > MAX_PIECE {
+            return None;
+        }
+        let mut buf = vec![0u8; len as usize];
+        f.read_exact_at(&mut buf, off).ok()?;
+        Some(buf)
+    };
+    let h = read(0, 64)?;
+    if &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
         return None;
     }
-    let u16_at = |o: usize| d.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32_at = |o: usize| {
+    let u16_at = |d: &[u8], o: usize| d.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |d: &[u8], o: usize| {
         d.get(o..o + 4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4")))
     };
-    let u64_at = |o: usize| {
+    let u64_at = |d: &[u8], o: usize| {
         d.get(o..o + 8)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
     };
-    let phoff = u64_at(0x20)? as usize;
-    let phentsize = usize::from(u16_at(0x36)?);
-    let phnum = usize::from(u16_at(0x38)?);
-    for i in 0..phnum {
-        let ph = phoff + i * phentsize;
-        if u32_at(ph)? != 4 {
-            continue; // PT_NOTE
+    let phoff = u64_at(&h, 0x20)?;
+    let phentsize = u64::from(u16_at(&h, 0x36)?);
+    let phnum = u64::from(u16_at(&h, 0x38)?);
+    if phentsize < 56 {
+        return None;
+    }
+    let phs = read(phoff, phentsize * phnum)?;
+    for i in 0..phnum as usize {
+        let ph = &phs[i * phentsize as usize..];
+        if u32_at(ph, 0)? != 4 {
+            continue; // not PT_NOTE
         }
-        let off = u64_at(ph + 8)? as usize;
-        let size = u64_at(ph + 32)? as usize;
-        let mut p = off;
-        let end = off.checked_add(size)?.min(d.len());
-        while p + 12 <= end {
-            let namesz = u32_at(p)? as usize;
-            let descsz = u32_at(p + 4)? as usize;
-            let ty = u32_at(p + 8)?;
+        let notes = read(u64_at(ph, 8)?, u64_at(ph, 32)?)?;
+        let mut p = 0;
+        while p + 12 <= notes.len() {
+            let namesz = u32_at(&notes, p)? as usize;
+            let descsz = u32_at(&notes, p + 4)? as usize;
+            let ty = u32_at(&notes, p + 8)?;
             let name_off = p + 12;
             let desc_off = name_off + namesz.div_ceil(4) * 4;
-            let next = desc_off + descsz.div_ceil(4) * 4;
-            if ty == 3 && d.get(name_off..name_off + namesz)? == b"GNU\0" {
-                let desc = d.get(desc_off..desc_off + descsz)?;
+            if ty == 3 && notes.get(name_off..name_off + namesz)? == b"GNU\0" {
+                let desc = notes.get(desc_off..desc_off + descsz)?;
                 return Some(desc.iter().map(|b| format!("{b:02x}")).collect());
             }
-            p = next;
+            p = desc_off + descsz.div_ceil(4) * 4;
         }
     }
     None
@@ -427,5 +443,20 @@ mod tests {
         let a = own_build_id();
         assert!(!a.is_empty() && a != "unknown");
         assert_eq!(build_id(Path::new("/proc/self/exe")).unwrap(), a);
+        // The linker here writes a GNU build-id note (SHA-1: 40 hex digits); it is what we read.
+        assert_eq!(a.len(), 40, "{a}");
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
+    }
+
+    #[test]
+    fn files_without_a_note_are_hashed() {
+        let p = std::env::temp_dir().join(format!("crac-buildid-{}", std::process::id()));
+        std::fs::write(&p, b"#!/bin/sh\necho hi\n").unwrap();
+        let a = build_id(&p).unwrap();
+        std::fs::write(&p, b"#!/bin/sh\necho ho\n").unwrap();
+        let b = build_id(&p).unwrap();
+        std::fs::remove_file(&p).ok();
+        assert!(a.starts_with("fnv:") && b.starts_with("fnv:"));
+        assert_ne!(a, b);
     }
 }
