@@ -5,6 +5,8 @@
 //! every poll and the listener committing before partitions are given up. The zstd run uses
 //! the `range` assignor, the lz4 run `roundrobin`.
 //!
+//! A third test puts a Java console consumer and ours in one group, each side leading once.
+//!
 //! The consumers run as threads of this test (no CRIU here: `consumer_criu.rs` checkpoints
 //! them). Needs Kafka's jars (scripts/test installs them).
 
@@ -300,4 +302,111 @@ fn zstd_records_are_read_exactly_once_across_a_leave_and_a_join() {
 #[test]
 fn lz4_records_are_read_exactly_once_across_a_leave_and_a_join_with_roundrobin() {
     group_reads_every_record_once("lz4", AssignorKind::RoundRobin);
+}
+
+/// A Java console consumer (classic protocol, Java's default assignors `[range,
+/// cooperative-sticky]`) and ours in one group: our member leads and assigns to the Java member,
+/// then, ours gone, the Java member leads and assigns to a new member of ours. Both sides read
+/// their records; together, every record.
+#[test]
+fn java_and_our_consumers_share_one_group_either_leading() {
+    let k = kafka();
+    let topic = "mixed-group";
+    let group = "mixed-readers";
+    k.create_topic(topic, 4, 1);
+    let n = 4000;
+    java_produce(k, topic, "none", n);
+    let ours = |name: &str, max_poll: usize| {
+        let c = Consumer::new(
+            ConsumerConfig::new(k.bootstrap())
+                .unwrap()
+                .group_id(group)
+                .client_id(name)
+                .auto_offset_reset(AutoOffsetReset::Earliest)
+                .enable_auto_commit(false)
+                .heartbeat_interval(Duration::from_millis(300))
+                .max_poll_records(max_poll)
+                .crac_register(false),
+        )
+        .unwrap();
+        c.subscribe([topic]).unwrap();
+        c
+    };
+    let mut values: HashSet<String> = HashSet::new();
+    let read = |c: &Consumer, values: &mut HashSet<String>, until: &dyn Fn(&Consumer) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !until(c) {
+            assert!(Instant::now() < deadline, "{:?}", c.group_metadata());
+            for r in &c.poll(Duration::from_millis(100)).unwrap() {
+                values.insert(String::from_utf8(r.value.clone().unwrap()).unwrap());
+            }
+            c.commit_sync().unwrap();
+            thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // Ours first: it leads, reading slowly (10 records per poll), so records are left for the
+    // Java member.
+    let first = ours("ours-1", 10);
+    read(&first, &mut values, &|c| c.assignment().len() == 4);
+    let java = Command::new(kafka_script())
+        .args([
+            "tool",
+            "console-consumer",
+            "--bootstrap-server",
+            k.bootstrap(),
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--from-beginning",
+            "--timeout-ms",
+            "15000",
+            "--command-property",
+            "group.protocol=classic",
+            "--command-property",
+            "max.poll.records=20",
+            "--command-property",
+            "heartbeat.interval.ms=300",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the Java console consumer");
+    // The Java member joins: our leader gives it half the partitions.
+    read(&first, &mut values, &|c| c.assignment().len() == 2);
+    let led_by_ours = first.assignment();
+    first.close(Duration::from_secs(30)).unwrap();
+    // Now the Java member leads (the only one left); ours joins and gets partitions from it.
+    let second = ours("ours-2", 500);
+    read(&second, &mut values, &|c| c.assignment().len() == 2);
+    let from_java_leader = second.assignment();
+    let ends = end_offsets(k, topic);
+    read(&second, &mut values, &|c| {
+        c.assignment()
+            .iter()
+            .all(|tp| c.position(tp).ok() == ends.get(&tp.partition).copied())
+    });
+    second.close(Duration::from_secs(30)).unwrap();
+    let out = java.wait_with_output().unwrap();
+    let java_values: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !java_values.is_empty(),
+        "the Java member read nothing: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    values.extend(java_values.iter().cloned());
+    for i in 0..n {
+        assert!(
+            values.contains(&format!("value-{i}")),
+            "value-{i} never read"
+        );
+    }
+    eprintln!(
+        "mixed: ours led {led_by_ours:?}; the Java leader gave ours {from_java_leader:?}; Java read {}",
+        java_values.len()
+    );
 }
