@@ -6,6 +6,9 @@
 //!   rejoins with a new member id and processes records again, and the union of what the three
 //!   processed is exactly what was produced, without a single duplicate (every member commits
 //!   synchronously after each poll, the checkpoint commits what the frozen one had returned).
+//! - Two clones of one image of a static member (`group.instance.id`) are both members at once,
+//!   one under the id the restorer gave it (`--env KAFKA_GROUP_INSTANCE_ID=…`), one under the
+//!   configured id with a per-restore suffix: nobody is fenced.
 //! - A consume-transform-produce service (`src/bin/kafka_ctp_service.rs`: our consumer
 //!   feeding our producer) is checkpointed and restored three times while its input grows; the
 //!   output topic, read by the Java console consumer, holds every input record exactly once.
@@ -57,7 +60,13 @@ fn checkpoint(pid: i32) -> (i32, String) {
 }
 
 fn restore(img: &Path, name: &str) -> Proc {
-    Proc::spawn(name, &mut crac(&["restore", img.to_str().unwrap()]))
+    restore_with(img, &[], name)
+}
+
+fn restore_with(img: &Path, extra: &[&str], name: &str) -> Proc {
+    let mut args = vec!["restore", img.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    Proc::spawn(name, &mut crac(&args))
 }
 
 /// The input stream: `kafka_service` producing `<instance>:<seq>` at `rate` records/s until
@@ -85,6 +94,18 @@ fn produced(p: &mut Proc) -> u64 {
 }
 
 fn consumer(k: &Cluster, topic: &str, group: &str, name: &str, img: &Path, stop: &Path) -> Proc {
+    consumer_with(k, topic, group, name, img, stop, "")
+}
+
+fn consumer_with(
+    k: &Cluster,
+    topic: &str,
+    group: &str,
+    name: &str,
+    img: &Path,
+    stop: &Path,
+    props: &str,
+) -> Proc {
     let mut c = Command::new(CONSUMER);
     c.env("CRAC_CRIU", criu())
         .env("CRAC_CHECKPOINT_TO", img)
@@ -95,7 +116,7 @@ fn consumer(k: &Cluster, topic: &str, group: &str, name: &str, img: &Path, stop:
         .env("SVC_GROUP", group)
         .env("SVC_NAME", name)
         .env("SVC_STOP_FILE", stop)
-        .env("SVC_PROPS", "heartbeat.interval.ms=1000");
+        .env("SVC_PROPS", format!("heartbeat.interval.ms=1000{props}"));
     Proc::spawn(&format!("consumer {name}"), &mut c)
 }
 
@@ -113,6 +134,15 @@ fn processed(transcript: &str) -> Vec<ConsumedRecord> {
             headers: Vec::new(),
         })
         .collect()
+}
+
+/// The last `assigned` line with partitions.
+fn last_assigned_line(transcript: &str) -> Option<String> {
+    transcript
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("assigned ") && !must(l, "partitions").is_empty())
+        .map(str::to_owned)
 }
 
 /// The partitions of the last `assigned` line of a transcript, with its member id.
@@ -349,4 +379,79 @@ fn consume_transform_produce_checkpointed_three_times_outputs_each_record_once()
     let (rep, _) = check_stream(&records, &BTreeMap::from([("a".to_owned(), 0..last)]));
     assert!(rep.is_clean(), "{output}: {rep}");
     assert_eq!(rep.read as u64, last, "{rep}");
+}
+
+#[test]
+fn two_clones_of_a_static_member_are_both_members_with_their_own_instance_ids() {
+    let k = kafka3();
+    let topic = "static-clones";
+    let group = "static-readers";
+    k.create_topic(topic, 4, 3);
+    let dir = TempDir::new("consumer-clones");
+    let img = dir.join("image");
+    let stop = dir.join("stop");
+    let mut prod = producer(k, topic, "a", 200, 1000);
+    let mut orig = consumer_with(
+        k,
+        topic,
+        group,
+        "S",
+        &img,
+        &stop,
+        ",group.instance.id=static-1",
+    );
+    let pid = orig.pid();
+    wait_until("the static member to read", T, || {
+        processed(&orig.transcript()).len() >= 50
+    });
+    let first = last_assigned_line(&orig.transcript()).unwrap();
+    assert_eq!(must(&first, "instance"), "static-1", "{first}");
+    let (code, text) = checkpoint(pid);
+    assert_eq!(code, 0, "checkpoint: {text}");
+    assert!(!orig.wait(T).success());
+
+    // Two copies at once: one named by the restorer, one in its own PID namespace named by
+    // the consumer (configured id + a per-restore suffix).
+    let mut named = restore_with(
+        &img,
+        &["--env", "KAFKA_GROUP_INSTANCE_ID=worker-b"],
+        "clone named by the restorer",
+    );
+    let mut suffixed = restore_with(&img, &["--pidns"], "clone in a PID namespace");
+    wait_until("both clones to hold two partitions each", T, || {
+        [&named, &suffixed]
+            .iter()
+            .all(|p| last_assignment(&p.transcript()).is_some_and(|(parts, _)| parts.len() == 2))
+    });
+    let a = last_assigned_line(&named.transcript()).unwrap();
+    let b = last_assigned_line(&suffixed.transcript()).unwrap();
+    assert_eq!(must(&a, "instance"), "worker-b", "{a}");
+    let sfx = must(&b, "instance");
+    assert!(sfx.starts_with("static-1-crac1-"), "{b}");
+    let ids: HashSet<&str> = [
+        must(&first, "member_id"),
+        must(&a, "member_id"),
+        must(&b, "member_id"),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        ids.len(),
+        3,
+        "three distinct member ids: {first} / {a} / {b}"
+    );
+    // Both keep consuming side by side until the input ends (neither fenced the other).
+    produced(&mut prod);
+    std::fs::write(&stop, b"").unwrap();
+    for p in [&mut named, &mut suffixed] {
+        let done = p.expect("done ", T);
+        assert_eq!(must(&done, "errors"), "0", "{}", p.transcript());
+        assert!(p.wait(T).success(), "{}", p.transcript());
+        no_errors(p);
+        assert!(
+            !p.transcript().contains("FENCED"),
+            "a clone was fenced: {}",
+            p.transcript()
+        );
+    }
 }

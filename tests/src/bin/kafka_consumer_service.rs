@@ -69,10 +69,11 @@ impl ConsumerRebalanceListener for Listener {
     fn on_partitions_assigned(&mut self, consumer: &Consumer, partitions: &[TopicPartition]) {
         let g = consumer.group_metadata();
         say(&format!(
-            "assigned name={} partitions={} member_id={} generation={} gen={}",
+            "assigned name={} partitions={} member_id={} instance={} generation={} gen={}",
             self.name,
             list(partitions),
             g.member_id,
+            g.group_instance_id.as_deref().unwrap_or("-"),
             g.generation_id,
             Core::management().generation()
         ));
