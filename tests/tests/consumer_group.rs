@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crac_tests::kafka::{Cluster, kafka_script};
+use crac_tests::kafka::{Cluster, JavaRecord, kafka_script};
 use kafka_client::consumer::AssignorKind;
 use kafka_client::{
     AutoOffsetReset, Consumer, ConsumerConfig, ConsumerRebalanceListener, TopicPartition,
@@ -409,4 +409,83 @@ fn java_and_our_consumers_share_one_group_either_leading() {
         "mixed: ours led {led_by_ours:?}; the Java leader gave ours {from_java_leader:?}; Java read {}",
         java_values.len()
     );
+}
+
+/// Records written by Java come back field for field as the Java console consumer shows them:
+/// partition, offset, timestamp, key, value (null too), headers in order with duplicate keys
+/// and null values kept. `assign()` without a `group.id`, from the earliest offset.
+#[test]
+fn java_records_read_back_field_for_field_by_an_assigned_consumer() {
+    let k = kafka();
+    let topic = "fields";
+    k.create_topic(topic, 2, 1);
+    let sent = vec![
+        JavaRecord::new(Some("k1"), "v1")
+            .header("h", Some("a"))
+            .header("h", Some("b"))
+            .header("h", None),
+        JavaRecord {
+            key: Some("k2".into()),
+            value: None,
+            headers: vec![("x".into(), Some(String::new()))],
+        },
+        JavaRecord::new(None, "v3 ünïcode"),
+        JavaRecord::new(Some("k1"), "v4"),
+    ];
+    k.java_produce_records(topic, &sent);
+    let java = k.consume_all(topic, sent.len(), Duration::from_secs(60));
+    let consumer = Consumer::new(
+        ConsumerConfig::new(k.bootstrap())
+            .unwrap()
+            .auto_offset_reset(AutoOffsetReset::Earliest)
+            .crac_register(false),
+    )
+    .unwrap();
+    consumer
+        .assign(&[TopicPartition::new(topic, 0), TopicPartition::new(topic, 1)])
+        .unwrap();
+    let mut ours = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ours.len() < sent.len() {
+        assert!(Instant::now() < deadline, "read {ours:?}");
+        ours.extend(consumer.poll(Duration::from_millis(200)).unwrap());
+    }
+    let text = |b: &Option<Vec<u8>>| b.as_ref().map(|b| String::from_utf8(b.clone()).unwrap());
+    let mut ours: Vec<_> = ours
+        .iter()
+        .map(|r| {
+            (
+                r.partition,
+                r.offset,
+                r.timestamp,
+                text(&r.key),
+                text(&r.value),
+                r.headers
+                    .iter()
+                    .map(|h| (h.key.clone(), text(&h.value)))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    let mut theirs: Vec<_> = java
+        .into_iter()
+        .map(|r| {
+            (
+                r.partition,
+                r.offset,
+                r.timestamp,
+                r.key,
+                r.value,
+                r.headers,
+            )
+        })
+        .collect();
+    ours.sort();
+    theirs.sort();
+    assert_eq!(ours, theirs);
+    assert!(
+        consumer.commit_sync().is_err(),
+        "no group.id: nothing to commit to"
+    );
+    consumer.close(Duration::from_secs(10)).unwrap();
 }

@@ -226,6 +226,9 @@ impl Coordinator {
             }
             return;
         }
+        if !self.has_work(shared) {
+            return;
+        }
         self.check_poll_timeout(net, shared, now);
         self.request_rejoin_if_needed(net, shared);
         let Some(node) = self.ready_node(net, now) else {
@@ -238,6 +241,17 @@ impl Coordinator {
         self.maybe_commit(net, shared, node, now);
         self.maybe_fetch_positions(net, shared, node, now);
         self.maybe_answer_query(net, node, now);
+    }
+
+    /// Whether anything needs the coordinator: a subscription or assignment, a membership to
+    /// end, a commit or a `committed()` query.
+    pub fn has_work(&self, shared: &Shared) -> bool {
+        !self.member_id.is_empty()
+            || self.leave_wanted.is_some()
+            || self.leave_in_flight
+            || !self.commits.is_empty()
+            || !self.queries.is_empty()
+            || shared.state.lock().subscription != Subscription::None
     }
 
     /// The coordinator's node if it can take a request now; finds or connects it otherwise.
@@ -906,7 +920,7 @@ impl Coordinator {
                 let e = ConsumerError::Timeout {
                     operation: "commit",
                     after: c.timeout,
-                    last_error: c.last_error.clone(),
+                    last_error: c.last_error.clone().or_else(|| self.unreachable()),
                 };
                 match c.reply {
                     CommitReply::Wait(tx) => {
@@ -930,12 +944,20 @@ impl Coordinator {
                 let _ = q.reply.send(Err(ConsumerError::Timeout {
                     operation: "committed",
                     after: q.timeout,
-                    last_error: q.last_error,
+                    last_error: q.last_error.or_else(|| self.unreachable()),
                 }));
             } else {
                 i += 1;
             }
         }
+    }
+
+    /// Why a request never went out, for timeout errors.
+    fn unreachable(&self) -> Option<Arc<str>> {
+        Some(Arc::from(match self.node {
+            None => "the group coordinator could not be found (no broker answered FindCoordinator)",
+            Some(_) => "no connection to the group coordinator",
+        }))
     }
 
     fn maybe_commit(&mut self, net: &mut Net, shared: &Shared, node: i32, now: Instant) {

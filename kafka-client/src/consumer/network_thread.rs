@@ -160,7 +160,10 @@ impl ConsumerNetworkThread {
             let lost = self.net.ensure_bootstrap_nodes();
             self.dispatch_lost(lost, "bootstrap address changed");
             self.track_topics();
-            self.net.maybe_update_metadata(now);
+            // Nothing connects before the application gives the consumer something to do.
+            if self.coordinator.has_work(&self.shared) {
+                self.net.maybe_update_metadata(now);
+            }
             self.coordinator.poll(&mut self.net, &self.shared, now);
             if matches!(self.phase, Phase::Running) {
                 self.fetcher.poll(&mut self.net, &self.shared, now);
@@ -337,12 +340,12 @@ impl ConsumerNetworkThread {
                 } else if self.config.group_id.is_none() || self.coordinator.left() {
                     self.finish_checkpoint();
                 } else if now >= deadline {
+                    // The commit made it: nothing is lost or read twice; the partitions only
+                    // move later, when the coordinator expires the member's session.
                     tracing::warn!(
                         "checkpoint: LeaveGroup not answered in time; the coordinator removes this member after session.timeout.ms"
                     );
                     self.coordinator.forget_member(&self.shared);
-                    self.finish_checkpoint();
-                } else if self.coordinator.left() {
                     self.finish_checkpoint();
                 }
                 false
