@@ -299,6 +299,7 @@ fn an_unreachable_coordinator_fails_the_checkpoint_and_the_consumer_goes_on() {
         failure.contains("cannot checkpoint") && failure.contains("commit"),
         "{failure}"
     );
+    eprintln!("the checkpoint failed as it should: {failure}");
     k.start_broker(1);
     let deadline = Instant::now() + Duration::from_secs(120);
     while seen.len() < n {

@@ -287,7 +287,7 @@ impl ConsumerNetworkThread {
         self.coordinator.suspend(true);
         let commit = self.config.group_id.is_some().then(|| {
             let (tx, rx) = mpsc::channel();
-            let timeout = deadline.saturating_duration_since(Instant::now());
+            let timeout = self.config.checkpoint_timeout;
             self.coordinator
                 .enqueue_commit(None, timeout, CommitReply::Wait(tx));
             rx
