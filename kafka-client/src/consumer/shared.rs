@@ -179,8 +179,8 @@ impl State {
             .collect()
     }
 
-    /// Whether `f` holding for `tp`'s state is consistent with fetched data starting at
-    /// `position`: assigned, at that position, nothing buffered yet.
+    /// Whether records of `tp` fetched from `position` may be buffered: no checkpoint running,
+    /// the partition assigned and still at that position, nothing buffered for it yet.
     pub fn accepts_fetch(&self, tp: &TopicPartition, position: i64) -> bool {
         !self.checkpointing
             && !self.buffered.contains(tp)
