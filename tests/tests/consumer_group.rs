@@ -19,6 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crac_tests::kafka::{Cluster, JavaRecord, kafka_script};
+use kafka_client::OffsetAndMetadata;
 use kafka_client::consumer::AssignorKind;
 use kafka_client::{
     AutoOffsetReset, Consumer, ConsumerConfig, ConsumerRebalanceListener, TopicPartition,
@@ -488,4 +489,87 @@ fn java_records_read_back_field_for_field_by_an_assigned_consumer() {
         "no group.id: nothing to commit to"
     );
     consumer.close(Duration::from_secs(10)).unwrap();
+}
+
+/// The rest of the API against the broker: `position`, `commit_async` (its callback runs in a
+/// later `poll()`), explicit offsets, `committed`, `seek`, `seek_to_beginning`, and a new member
+/// of the group starting from the last commit.
+#[test]
+fn positions_commits_and_seeks() {
+    let k = kafka();
+    let topic = "api-calls";
+    k.create_topic(topic, 1, 1);
+    java_produce(k, topic, "none", 100);
+    let tp = TopicPartition::new(topic, 0);
+    let config = || {
+        ConsumerConfig::new(k.bootstrap())
+            .unwrap()
+            .group_id("api-calls")
+            .auto_offset_reset(AutoOffsetReset::Earliest)
+            .enable_auto_commit(false)
+            .max_poll_records(10)
+            .crac_register(false)
+    };
+    let c = Consumer::new(config()).unwrap();
+    c.subscribe([topic]).unwrap();
+    let mut offsets = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while offsets.len() < 30 {
+        assert!(Instant::now() < deadline);
+        offsets.extend(
+            c.poll(Duration::from_millis(200))
+                .unwrap()
+                .iter()
+                .map(|r| r.offset),
+        );
+    }
+    assert_eq!(offsets, (0..offsets.len() as i64).collect::<Vec<_>>());
+    let pos = c.position(&tp).unwrap();
+    assert_eq!(
+        pos,
+        offsets.len() as i64,
+        "the position follows what poll() returned"
+    );
+    let done = Arc::new(Mutex::new(None));
+    let d = done.clone();
+    c.commit_async(move |r| *d.lock().unwrap() = Some(r))
+        .unwrap();
+    while done.lock().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the async commit's callback never ran"
+        );
+        let _ = c.poll(Duration::from_millis(50)).unwrap();
+    }
+    assert_eq!(done.lock().unwrap().clone().unwrap(), Ok(()));
+    let committed = c
+        .committed(std::slice::from_ref(&tp), Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(committed[0].1.as_ref().map(|o| o.offset), Some(pos));
+    c.commit_sync_offsets(
+        &[(tp.clone(), OffsetAndMetadata::new(5))],
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let committed = c
+        .committed(std::slice::from_ref(&tp), Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(committed[0].1.as_ref().map(|o| o.offset), Some(5));
+    let first = |c: &Consumer| loop {
+        let r = c.poll(Duration::from_millis(200)).unwrap();
+        if let Some(r) = r.iter().next() {
+            return r.offset;
+        }
+        assert!(Instant::now() < deadline);
+    };
+    c.seek(&tp, 90).unwrap();
+    assert_eq!(first(&c), 90);
+    c.seek_to_beginning(std::slice::from_ref(&tp)).unwrap();
+    assert_eq!(first(&c), 0);
+    c.close(Duration::from_secs(10)).unwrap();
+    // A new member resumes from the last commit.
+    let d = Consumer::new(config()).unwrap();
+    d.subscribe([topic]).unwrap();
+    assert_eq!(first(&d), 5);
+    d.close(Duration::from_secs(10)).unwrap();
 }

@@ -57,8 +57,20 @@ pub(crate) enum CommitReply {
     Async(u64),
 }
 
-/// Offsets to commit: explicit, or the positions of returned records at the time of sending.
+/// Offsets to commit.
 pub(crate) type Offsets = Vec<(TopicPartition, OffsetAndMetadata)>;
+
+/// What a commit stores.
+#[derive(Debug)]
+pub(crate) enum CommitOffsets {
+    /// Offsets the application gave or snapshotted when it called, with the checkpoint epoch
+    /// of that moment: if a checkpoint gave the assignment up since, the checkpoint's own
+    /// commit (of positions at least as far) supersedes this one, which is not sent.
+    App { offsets: Offsets, epoch: u64 },
+    /// The positions of returned records when the request is sent (the checkpoint's commit,
+    /// made while `poll()` is held).
+    Current,
+}
 
 /// What `committed()` answers.
 pub(crate) type CommittedReply =
@@ -67,7 +79,7 @@ pub(crate) type CommittedReply =
 #[derive(Debug)]
 struct PendingCommit {
     id: u64,
-    offsets: Option<Offsets>,
+    offsets: CommitOffsets,
     timeout: Duration,
     deadline: Instant,
     reply: CommitReply,
@@ -874,7 +886,7 @@ impl Coordinator {
     /// request is sent.
     pub fn enqueue_commit(
         &mut self,
-        offsets: Option<Offsets>,
+        offsets: CommitOffsets,
         timeout: Duration,
         reply: CommitReply,
     ) {
@@ -962,16 +974,27 @@ impl Coordinator {
 
     fn maybe_commit(&mut self, net: &mut Net, shared: &Shared, node: i32, now: Instant) {
         loop {
-            let (id, explicit) = match self.commits.front() {
-                Some(c) if !c.in_flight && c.retry_at.is_none_or(|t| now >= t) => {
-                    (c.id, c.offsets.clone())
+            let (id, offsets, grouped, joining) = {
+                let Some(c) = self.commits.front() else {
+                    return;
+                };
+                if c.in_flight || c.retry_at.is_some_and(|t| now < t) {
+                    return;
                 }
-                _ => return,
-            };
-            let (offsets, grouped, joining) = {
                 let st = shared.state.lock();
+                let offsets = match &c.offsets {
+                    CommitOffsets::App { epoch, .. } if *epoch != st.checkpoint_epoch => {
+                        tracing::debug!(
+                            "commit issued before a checkpoint: superseded by the checkpoint's commit"
+                        );
+                        Vec::new()
+                    }
+                    CommitOffsets::App { offsets, .. } => offsets.clone(),
+                    CommitOffsets::Current => st.consumed_offsets(),
+                };
                 (
-                    explicit.unwrap_or_else(|| st.consumed_offsets()),
+                    c.id,
+                    offsets,
                     matches!(st.subscription, Subscription::Topics(_)),
                     matches!(st.rebalance, RebalanceStep::JoinAllowed),
                 )

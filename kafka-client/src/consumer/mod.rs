@@ -40,7 +40,7 @@ use parking_lot::Mutex;
 pub use self::assignor::AssignorKind;
 use self::checkpoint::CheckpointState;
 pub use self::config::{AutoOffsetReset, ConfigError, ConsumerConfig};
-use self::coordinator::CommitReply;
+use self::coordinator::{CommitOffsets, CommitReply};
 pub use self::error::ConsumerError;
 use self::network_thread::{Command, ConsumerNetworkThread};
 pub use self::rebalance::{ConsumerRebalanceListener, NoopListener};
@@ -498,8 +498,9 @@ impl Consumer {
                         drop(app);
                         drop(st);
                         // Java's auto-commit: the positions returned by earlier polls, async.
+                        let offsets = self.snapshot(None);
                         self.inner.command(Command::Commit {
-                            offsets: None,
+                            offsets,
                             timeout: self.inner.config.default_api_timeout,
                             reply: self.async_reply(Box::new(|r| {
                                 if let Err(e) = r {
@@ -599,6 +600,7 @@ impl Consumer {
         if self.inner.config.group_id.is_none() {
             return Err(ConsumerError::NoGroupId("commit"));
         }
+        let offsets = self.snapshot(offsets);
         let (tx, rx) = mpsc::channel();
         if !self.inner.command(Command::Commit {
             offsets,
@@ -646,6 +648,7 @@ impl Consumer {
         if self.inner.config.group_id.is_none() {
             return Err(ConsumerError::NoGroupId("commit"));
         }
+        let offsets = self.snapshot(offsets);
         let reply = self.async_reply(callback);
         self.inner.command(Command::Commit {
             offsets,
@@ -653,6 +656,17 @@ impl Consumer {
             reply,
         });
         Ok(())
+    }
+
+    /// What a commit call stores: the given offsets, or the positions of the records returned
+    /// so far, as of this call (as Java's `commitSync()`/`commitAsync()`: a later `poll()`
+    /// does not add to it).
+    fn snapshot(&self, offsets: Option<Vec<(TopicPartition, OffsetAndMetadata)>>) -> CommitOffsets {
+        let st = self.inner.shared.state.lock();
+        CommitOffsets::App {
+            offsets: offsets.unwrap_or_else(|| st.consumed_offsets()),
+            epoch: st.checkpoint_epoch,
+        }
     }
 
     fn async_reply(&self, callback: CommitCallback) -> CommitReply {

@@ -16,7 +16,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use super::config::ConsumerConfig;
-use super::coordinator::{CommitReply, CommittedReply, Coordinator, Offsets};
+use super::coordinator::{CommitOffsets, CommitReply, CommittedReply, Coordinator};
 use super::error::ConsumerError;
 use super::fetcher::Fetcher;
 use super::net::{Net, RequestContext};
@@ -38,9 +38,9 @@ use crate::protocol::{DecodeError, Request, decode_response};
 /// What the consumer's API asks of the network thread.
 #[derive(Debug)]
 pub(crate) enum Command {
-    /// Commit offsets (`None`: the positions of returned records, read when sent).
+    /// Commit offsets.
     Commit {
-        offsets: Option<Offsets>,
+        offsets: CommitOffsets,
         timeout: Duration,
         reply: CommitReply,
     },
@@ -289,7 +289,7 @@ impl ConsumerNetworkThread {
             let (tx, rx) = mpsc::channel();
             let timeout = self.config.checkpoint_timeout;
             self.coordinator
-                .enqueue_commit(None, timeout, CommitReply::Wait(tx));
+                .enqueue_commit(CommitOffsets::Current, timeout, CommitReply::Wait(tx));
             rx
         });
         self.phase = Phase::Draining {
@@ -384,6 +384,7 @@ impl ConsumerNetworkThread {
         {
             let mut st = self.shared.state.lock();
             st.clear_buffer();
+            st.checkpoint_epoch += 1;
             match st.subscription {
                 Subscription::Topics(_) => {
                     let partitions: Vec<TopicPartition> = st.assignment.keys().cloned().collect();

@@ -97,6 +97,9 @@ pub(crate) struct State {
     /// Set by `before_checkpoint`: `poll()` returns nothing and the network thread fetches
     /// nothing until the restore (or the checkpoint fails).
     pub checkpointing: bool,
+    /// Bumped when a checkpoint gave the assignment up: a commit the application issued
+    /// before it and that was not sent yet is superseded by the checkpoint's own commit.
+    pub checkpoint_epoch: u64,
     pub closed: bool,
     /// When the application last called `poll()`, and whether it is inside it now.
     pub last_poll: Instant,
@@ -122,6 +125,7 @@ impl State {
             errors: VecDeque::new(),
             async_commits_done: Vec::new(),
             checkpointing: false,
+            checkpoint_epoch: 0,
             closed: false,
             last_poll: Instant::now(),
             in_poll: false,
