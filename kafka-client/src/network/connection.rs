@@ -5,7 +5,7 @@
 //! one channel the sender waits on. Closing shuts the socket down (which wakes the reader) and
 //! joins the reader, so after [`BrokerConnection::close`] no thread and no descriptor is left.
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
@@ -142,7 +142,13 @@ pub(crate) fn read_frame(stream: &mut impl Read) -> io::Result<Vec<u8>> {
     Ok(body)
 }
 
-fn read_loop(mut stream: TcpStream, node_id: i32, conn_id: u64, events: Sender<Event>) {
+/// The reader thread's buffer: a response's size prefix and its body (and often the next
+/// responses) come in one `recv`, instead of one for the size and one for the body. Larger
+/// frames are read straight into their own buffer past what is buffered.
+const READ_BUFFER: usize = 16 * 1024;
+
+fn read_loop(stream: TcpStream, node_id: i32, conn_id: u64, events: Sender<Event>) {
+    let mut stream = BufReader::with_capacity(READ_BUFFER, stream);
     loop {
         match read_frame(&mut stream) {
             Ok(body) => {

@@ -5,6 +5,11 @@
 //! `linger.ms`, or are wanted now (flush, close, checkpoint). `buffer.memory` bounds the bytes
 //! held: `send()` blocks up to `max.block.ms` for room, for topic metadata, and while a
 //! checkpoint holds the gate.
+//!
+//! The hot path of `send()` measures the record once, reads the wall clock once (only for a
+//! record without a timestamp; the monotonic clock only when it has to wait), finds the topic
+//! without hashing when it is the one the previous record went to, and allocates nothing per
+//! record: callbacks of one closure type sit unboxed in their batch.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -13,13 +18,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use super::delivery::{BatchOutcome, BatchResult, Callback, DeliveryFuture};
+use super::delivery::{BatchCallbacks, BatchOutcome, BatchResult, DeliveryFuture};
 use super::metrics::Counters;
 use super::partitioner::{StickyPartition, partition_for_key};
-use super::record::ProducerRecord;
+use super::record::{ProducerRecord, RecordMetadata};
 use crate::error::ProduceError;
 use crate::protocol::ErrorCode;
-use crate::protocol::record::{BATCH_HEADER_SIZE, BatchWriter, Compression, record_size};
+use crate::protocol::record::{BATCH_HEADER_SIZE, BatchWriter, Compression, RecordSize};
+
+/// A batch with less room than this is full: the sender takes it at once, and the sticky
+/// partitioner may leave its partition.
+const FULL_MARGIN: usize = 64;
+
+/// The type of "no callback" for [`RecordAccumulator::append`].
+pub(crate) type NoCallback = fn(Result<RecordMetadata, ProduceError>);
 
 /// A batch of records for one partition.
 pub(crate) struct ProducerBatch {
@@ -31,7 +43,7 @@ pub(crate) struct ProducerBatch {
     pub reserved: usize,
     pub created: Instant,
     pub result: Arc<BatchResult>,
-    pub callbacks: Vec<(i32, i64, Callback)>,
+    pub callbacks: BatchCallbacks,
     /// Times sent.
     pub attempts: u32,
     /// Not to be re-sent before this (retry backoff).
@@ -63,16 +75,16 @@ impl ProducerBatch {
         self.writer.record_count() as usize
     }
 
+    /// Whether the batch takes no more records, or has less than [`FULL_MARGIN`] bytes of
+    /// room left: the sender sends it without waiting for `linger.ms`.
+    pub fn is_full(&self, batch_size: usize) -> bool {
+        self.closed || self.writer.size() + FULL_MARGIN > batch_size
+    }
+
     /// Completes every record of the batch (handles and callbacks). Runs user callbacks: call
     /// it without holding the accumulator lock.
     pub fn complete(&mut self, outcome: BatchOutcome) {
-        for (index, ts, cb) in self.callbacks.drain(..) {
-            let md = self.result.metadata(&outcome, index, ts);
-            // A panicking callback must not take the I/O thread down.
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(md))).is_err() {
-                tracing::error!(topic = %self.topic, partition = self.partition, "delivery callback panicked");
-            }
-        }
+        self.callbacks.complete(&self.result, &outcome);
         self.result.complete(outcome);
     }
 }
@@ -101,8 +113,8 @@ pub(crate) struct AccumulatorConfig {
     pub ignore_keys: bool,
 }
 
-#[derive(Default)]
 struct TopicQueues {
+    name: Arc<str>,
     /// Partition count; 0 while unknown.
     partitions: usize,
     /// A topic error that makes sending pointless (authorization, invalid name).
@@ -113,8 +125,32 @@ struct TopicQueues {
     sticky: StickyPartition,
 }
 
+impl TopicQueues {
+    fn new(name: Arc<str>) -> Self {
+        Self {
+            name,
+            partitions: 0,
+            error: None,
+            available: Vec::new(),
+            queues: Vec::new(),
+            sticky: StickyPartition::default(),
+        }
+    }
+}
+
+/// Whether every batch of a partition's queue is full (or there is none): only the last one
+/// can have room.
+fn all_batches_full(queue: &VecDeque<ProducerBatch>, batch_size: usize) -> bool {
+    queue.back().is_none_or(|b| b.is_full(batch_size))
+}
+
 struct State {
-    topics: HashMap<Arc<str>, TopicQueues>,
+    /// Topics in the order they became known; never removed, so an index stays valid.
+    topics: Vec<TopicQueues>,
+    index: HashMap<Arc<str>, usize>,
+    /// The topic of the last lookup (most producers send to one topic): found again by
+    /// comparing the name, without hashing it.
+    last_topic: usize,
     used: usize,
     next_id: u64,
     incomplete: BTreeSet<u64>,
@@ -125,6 +161,38 @@ struct State {
     wanted: Vec<Arc<str>>,
     rng: u64,
     drain_rotation: usize,
+}
+
+impl State {
+    fn find_topic(&mut self, name: &str) -> Option<usize> {
+        if let Some(t) = self.topics.get(self.last_topic)
+            && *t.name == *name
+        {
+            return Some(self.last_topic);
+        }
+        let i = *self.index.get(name)?;
+        self.last_topic = i;
+        Some(i)
+    }
+
+    fn topic_mut(&mut self, name: &Arc<str>) -> &mut TopicQueues {
+        let i = match self.find_topic(name) {
+            Some(i) => i,
+            None => {
+                self.topics.push(TopicQueues::new(name.clone()));
+                self.index.insert(name.clone(), self.topics.len() - 1);
+                self.topics.len() - 1
+            }
+        };
+        &mut self.topics[i]
+    }
+}
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
 }
 
 /// What the sender got from [`RecordAccumulator::drain`].
@@ -150,6 +218,8 @@ pub(crate) struct RecordAccumulator {
     completed: Condvar,
     /// The checkpoint gate: while set, `send()` waits.
     paused: AtomicBool,
+    /// `send()` waits for the metadata of a topic in `wanted`.
+    wanted_pending: AtomicBool,
     /// Total shift of deadlines by restores (ns), so blocked `send()`s rebase too.
     rebased_ns: AtomicU64,
     counters: Arc<Counters>,
@@ -175,7 +245,9 @@ impl RecordAccumulator {
         Self {
             config,
             state: Mutex::new(State {
-                topics: HashMap::new(),
+                topics: Vec::new(),
+                index: HashMap::new(),
+                last_topic: 0,
                 used: 0,
                 next_id: 1,
                 incomplete: BTreeSet::new(),
@@ -190,6 +262,7 @@ impl RecordAccumulator {
             changed: Condvar::new(),
             completed: Condvar::new(),
             paused: AtomicBool::new(false),
+            wanted_pending: AtomicBool::new(false),
             rebased_ns: AtomicU64::new(0),
             counters,
             wake,
@@ -217,159 +290,179 @@ impl RecordAccumulator {
         true
     }
 
-    /// Appends a record: the hot path of `send()`.
-    pub fn append(
+    /// Waits on `changed` until `max.block.ms` after the first wait of this `send()`; the
+    /// monotonic clock is read here, not on the path that does not wait. Returns false on
+    /// timeout.
+    fn block(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        since: &mut Option<(Instant, Duration)>,
+    ) -> bool {
+        let (start, rebased) = *since.get_or_insert_with(|| (Instant::now(), self.rebased()));
+        self.wait(st, start + self.config.max_block, rebased)
+    }
+
+    /// Appends a record: the hot path of `send()`. With a callback, the callback gets the
+    /// outcome and no report is returned; without one, the report is returned.
+    pub fn append<F>(
         &self,
         rec: &ProducerRecord<'_>,
-        callback: Option<Callback>,
-    ) -> Result<DeliveryFuture, (ProduceError, Option<Callback>)> {
-        let start = Instant::now();
-        let deadline = start + self.config.max_block;
-        let rebase_at_start = self.rebased();
-        let timestamp = rec.timestamp.unwrap_or_else(now_ms);
-        let size = record_size(0, 0, rec.key, rec.value, rec.headers) + 12;
-        let needed = size + BATCH_HEADER_SIZE;
+        mut callback: Option<F>,
+    ) -> Result<Option<DeliveryFuture>, ProduceError>
+    where
+        F: FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static,
+    {
+        // The record is measured once; the limits check an upper bound of its size in a batch.
+        let size = RecordSize::new(rec.key, rec.value, rec.headers);
+        let estimate = size.encoded(0, 0) + 12;
+        let needed = estimate + BATCH_HEADER_SIZE;
         if needed > self.config.max_request_size {
-            return Err((
-                ProduceError::RecordTooLarge {
-                    size: needed,
-                    limit: self.config.max_request_size,
-                    limit_name: "max.request.size",
-                },
-                callback,
-            ));
+            return Err(ProduceError::RecordTooLarge {
+                size: needed,
+                limit: self.config.max_request_size,
+                limit_name: "max.request.size",
+            });
         }
         if needed > self.config.buffer_memory {
-            return Err((
-                ProduceError::RecordTooLarge {
-                    size: needed,
-                    limit: self.config.buffer_memory,
-                    limit_name: "buffer.memory",
-                },
-                callback,
-            ));
+            return Err(ProduceError::RecordTooLarge {
+                size: needed,
+                limit: self.config.buffer_memory,
+                limit_name: "buffer.memory",
+            });
         }
-        let blocked = |what: String| ProduceError::MaxBlockExceeded {
-            waited: start.elapsed(),
-            waiting_for: Arc::from(what),
-        };
+        let timestamp = rec.timestamp.unwrap_or_else(now_ms);
+        let batch_size = self.config.batch_size;
+        let limit = batch_size.max(BATCH_HEADER_SIZE);
+        // How many records like this one a batch holds, at most: room for their callbacks is
+        // reserved at the first one.
+        let expected_records = (limit - BATCH_HEADER_SIZE) / size.encoded(0, 0) + 1;
+        // When send() first had to wait (and the restore shift then), for max.block.ms.
+        let mut since: Option<(Instant, Duration)> = None;
+        let blocked =
+            |what: String, since: Option<(Instant, Duration)>| ProduceError::MaxBlockExceeded {
+                waited: since.map_or(Duration::ZERO, |(start, _)| start.elapsed()),
+                waiting_for: Arc::from(what),
+            };
         let mut st = self.state.lock();
         loop {
             if let Some(reason) = &st.closed {
-                return Err((
-                    ProduceError::Closed {
-                        reason: reason.clone(),
-                    },
-                    callback,
-                ));
+                return Err(ProduceError::Closed {
+                    reason: reason.clone(),
+                });
             }
             if self.paused.load(Ordering::Acquire) {
-                if !self.wait(&mut st, deadline, rebase_at_start) {
-                    return Err((
-                        blocked("the checkpoint in progress to finish".into()),
-                        callback,
+                if !self.block(&mut st, &mut since) {
+                    return Err(blocked(
+                        "the checkpoint in progress to finish".into(),
+                        since,
                     ));
                 }
                 continue;
             }
-            let State {
-                topics,
-                wanted,
-                rng,
-                ..
-            } = &mut *st;
-            let topic_known = topics.get(rec.topic).map(|t| (t.partitions, t.error));
-            let partitions = match topic_known {
-                Some((_, Some(code))) => {
-                    return Err((
-                        ProduceError::Topic {
-                            topic: Arc::from(rec.topic),
-                            code,
-                        },
-                        callback,
-                    ));
+            let ti = match st.find_topic(rec.topic) {
+                Some(i) if st.topics[i].error.is_some() => {
+                    return Err(ProduceError::Topic {
+                        topic: Arc::from(rec.topic),
+                        code: st.topics[i].error.expect("checked"),
+                    });
                 }
-                Some((n, None)) if n > 0 => n,
+                Some(i) if st.topics[i].partitions > 0 => i,
                 _ => {
-                    if !wanted.iter().any(|w| &**w == rec.topic) {
-                        wanted.push(Arc::from(rec.topic));
+                    if !st.wanted.iter().any(|w| &**w == rec.topic) {
+                        st.wanted.push(Arc::from(rec.topic));
                     }
+                    self.wanted_pending.store(true, Ordering::Release);
                     (self.wake)();
-                    if !self.wait(&mut st, deadline, rebase_at_start) {
-                        return Err((
-                            blocked(format!("metadata of topic {}", rec.topic)),
-                            callback,
-                        ));
+                    if !self.block(&mut st, &mut since) {
+                        return Err(blocked(format!("metadata of topic {}", rec.topic), since));
                     }
                     continue;
                 }
             };
-            let tq = topics.get_mut(rec.topic).expect("known topic");
-            let partition = match (rec.partition, rec.key) {
+            let partitions = st.topics[ti].partitions;
+            let explicit = match (rec.partition, rec.key) {
                 (Some(p), _) => {
                     if p < 0 || p as usize >= partitions {
-                        return Err((
-                            ProduceError::UnknownPartition {
-                                topic: Arc::from(rec.topic),
-                                partition: p,
-                                partitions,
-                            },
-                            callback,
-                        ));
+                        return Err(ProduceError::UnknownPartition {
+                            topic: Arc::from(rec.topic),
+                            partition: p,
+                            partitions,
+                        });
+                    }
+                    Some(p)
+                }
+                (None, Some(key)) if !self.config.ignore_keys => {
+                    Some(partition_for_key(key, partitions))
+                }
+                _ => None,
+            };
+            let sticky = explicit.is_none();
+            let partition = match explicit {
+                Some(p) => p,
+                None => {
+                    let State { topics, rng, .. } = &mut *st;
+                    let mut rand = || xorshift(rng);
+                    let tq = &mut topics[ti];
+                    let mut p = tq.sticky.partition(partitions, &tq.available, &mut rand);
+                    // Java's check before appending: a partition whose batches are all full
+                    // is left once it took batch.size bytes.
+                    if all_batches_full(&tq.queues[p as usize], batch_size)
+                        && tq.sticky.switch_if_due(batch_size)
+                    {
+                        p = tq.sticky.partition(partitions, &tq.available, &mut rand);
                     }
                     p
                 }
-                (None, Some(key)) if !self.config.ignore_keys => partition_for_key(key, partitions),
-                _ => {
-                    let mut next = || {
-                        *rng ^= *rng << 13;
-                        *rng ^= *rng >> 7;
-                        *rng ^= *rng << 17;
-                        *rng
-                    };
-                    tq.sticky.next(
-                        size,
-                        partitions,
-                        &tq.available,
-                        self.config.batch_size,
-                        &mut next,
-                    )
-                }
             };
+            let tq = &mut st.topics[ti];
             let queue = &mut tq.queues[partition as usize];
             // Into the open batch if it has room.
-            if let Some(b) = queue.back_mut() {
-                if !b.closed {
-                    let add = b.writer.size_of(timestamp, rec.key, rec.value, rec.headers);
-                    if b.writer.size() + add <= self.config.batch_size.max(BATCH_HEADER_SIZE) {
-                        let index = b.writer.append(timestamp, rec.key, rec.value, rec.headers);
-                        if let Some(cb) = callback {
-                            b.callbacks.push((index, timestamp, cb));
+            if let Some(b) = queue.back_mut()
+                && !b.closed
+            {
+                let before = b.writer.size();
+                let appended =
+                    b.writer
+                        .try_append(timestamp, rec.key, rec.value, rec.headers, size, limit);
+                if let Some(index) = appended {
+                    let full = b.is_full(batch_size);
+                    let report = match callback.take() {
+                        Some(cb) => {
+                            b.callbacks
+                                .push(index, timestamp, cb, expected_records, batch_size);
+                            None
                         }
-                        let full = b.writer.size() + 64 > self.config.batch_size;
-                        let handle = DeliveryFuture::pending(b.result.clone(), index, timestamp);
-                        st.incomplete_records += 1;
-                        drop(st);
-                        Counters::add(&self.counters.records_queued, 1);
-                        if full {
-                            (self.wake)();
-                        }
-                        return Ok(handle);
+                        None => Some(DeliveryFuture::pending(b.result.clone(), index, timestamp)),
+                    };
+                    if sticky {
+                        let bytes = b.writer.size() - before;
+                        tq.sticky.appended(bytes, full, batch_size);
                     }
-                    b.closed = true;
+                    st.incomplete_records += 1;
+                    drop(st);
+                    Counters::add(&self.counters.records_queued, 1);
+                    if full {
+                        (self.wake)();
+                    }
+                    return Ok(report);
+                }
+                b.closed = true;
+                // Every batch of the partition is full now: Java's check before a new batch.
+                if sticky && tq.sticky.switch_if_due(batch_size) {
+                    continue;
                 }
             }
             // A new batch, if buffer.memory has room.
-            let alloc = self.config.batch_size.max(needed);
+            let alloc = batch_size.max(needed);
             if st.used + alloc > self.config.buffer_memory {
                 (self.wake)();
-                if !self.wait(&mut st, deadline, rebase_at_start) {
-                    return Err((
-                        blocked(format!(
+                if !self.block(&mut st, &mut since) {
+                    return Err(blocked(
+                        format!(
                             "buffer memory (buffer.memory={} bytes in use by unsent records)",
                             self.config.buffer_memory
-                        )),
-                        callback,
+                        ),
+                        since,
                     ));
                 }
                 continue;
@@ -380,44 +473,57 @@ impl RecordAccumulator {
             st.next_id += 1;
             st.incomplete.insert(id);
             st.incomplete_records += 1;
-            let topic_arc = st
-                .topics
-                .get_key_value(rec.topic)
-                .map(|(k, _)| k.clone())
-                .expect("known topic");
+            let tq = &mut st.topics[ti];
             let mut writer = BatchWriter::new(alloc, self.config.compression);
-            let index = writer.append(timestamp, rec.key, rec.value, rec.headers);
-            let result = BatchResult::new(topic_arc.clone(), partition);
-            let handle = DeliveryFuture::pending(result.clone(), index, timestamp);
+            let index = writer
+                .try_append(timestamp, rec.key, rec.value, rec.headers, size, usize::MAX)
+                .expect("an empty batch takes any record");
+            let result = BatchResult::new(tq.name.clone(), partition);
             let mut batch = ProducerBatch {
                 id,
-                topic: topic_arc,
+                topic: tq.name.clone(),
                 partition,
                 writer,
                 reserved: alloc,
                 created: Instant::now(),
                 result,
-                callbacks: Vec::new(),
+                callbacks: BatchCallbacks::default(),
                 attempts: 0,
                 retry_at: None,
                 sequence: None,
                 last_error: None,
                 closed: false,
             };
-            if let Some(cb) = callback {
-                batch.callbacks.push((index, timestamp, cb));
+            let report = match callback.take() {
+                Some(cb) => {
+                    batch
+                        .callbacks
+                        .push(index, timestamp, cb, expected_records, batch_size);
+                    None
+                }
+                None => Some(DeliveryFuture::pending(
+                    batch.result.clone(),
+                    index,
+                    timestamp,
+                )),
+            };
+            if sticky {
+                tq.sticky
+                    .appended(batch.writer.size(), batch.is_full(batch_size), batch_size);
             }
-            st.topics.get_mut(rec.topic).expect("known topic").queues[partition as usize]
-                .push_back(batch);
+            tq.queues[partition as usize].push_back(batch);
             drop(st);
             Counters::add(&self.counters.records_queued, 1);
             (self.wake)();
-            return Ok(handle);
+            return Ok(report);
         }
     }
 
     /// Topics `send()` is waiting for (taken by the sender, which asks the brokers).
     pub fn take_wanted_topics(&self) -> Vec<Arc<str>> {
+        if !self.wanted_pending.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
         std::mem::take(&mut self.state.lock().wanted)
     }
 
@@ -431,7 +537,7 @@ impl RecordAccumulator {
         error: Option<ErrorCode>,
     ) {
         let mut st = self.state.lock();
-        let tq = st.topics.entry(topic.clone()).or_default();
+        let tq = st.topic_mut(topic);
         if partitions > tq.partitions {
             tq.queues.resize_with(partitions, VecDeque::new);
             tq.partitions = partitions;
@@ -460,7 +566,8 @@ impl RecordAccumulator {
         let drain_all = st.drain_all || st.closed.is_some();
         st.drain_rotation = st.drain_rotation.wrapping_add(1);
         let rotation = st.drain_rotation;
-        for (topic, tq) in st.topics.iter_mut() {
+        for tq in st.topics.iter_mut() {
+            let topic = &tq.name;
             let n = tq.queues.len();
             for k in 0..n {
                 let p = (k + rotation) % n;
@@ -472,9 +579,8 @@ impl RecordAccumulator {
                     continue;
                 }
                 let sendable = drain_all
-                    || front.closed
                     || queue.len() > 1
-                    || front.writer.size() + 64 > self.config.batch_size
+                    || front.is_full(self.config.batch_size)
                     || front.id <= flush_until
                     || now >= front.created + linger;
                 if !sendable {
@@ -513,7 +619,7 @@ impl RecordAccumulator {
     /// ahead of the new ones, so a partition's records keep their order.
     pub fn reenqueue(&self, batch: ProducerBatch) {
         let mut st = self.state.lock();
-        let tq = st.topics.entry(batch.topic.clone()).or_default();
+        let tq = st.topic_mut(&batch.topic);
         let p = batch.partition as usize;
         if tq.queues.len() <= p {
             tq.queues.resize_with(p + 1, VecDeque::new);
@@ -536,7 +642,7 @@ impl RecordAccumulator {
     pub fn expire(&self, now: Instant, delivery_timeout: Duration) -> Vec<ProducerBatch> {
         let mut st = self.state.lock();
         let mut out = Vec::new();
-        for tq in st.topics.values_mut() {
+        for tq in st.topics.iter_mut() {
             for q in &mut tq.queues {
                 while q
                     .front()
@@ -553,7 +659,7 @@ impl RecordAccumulator {
     pub fn take_all(&self) -> Vec<ProducerBatch> {
         let mut st = self.state.lock();
         let mut out = Vec::new();
-        for tq in st.topics.values_mut() {
+        for tq in st.topics.iter_mut() {
             for q in &mut tq.queues {
                 out.extend(q.drain(..));
             }
@@ -564,7 +670,7 @@ impl RecordAccumulator {
     /// Clears the sequence numbers of queued batches (a new producer id starts from 0).
     pub fn clear_sequences(&self) {
         let mut st = self.state.lock();
-        for tq in st.topics.values_mut() {
+        for tq in st.topics.iter_mut() {
             for q in &mut tq.queues {
                 for b in q.iter_mut() {
                     b.sequence = None;
@@ -575,15 +681,28 @@ impl RecordAccumulator {
 
     /// Releases a completed batch's memory and wakes flushes and blocked senders.
     pub fn deallocate(&self, batch: &ProducerBatch) {
+        self.deallocate_all(std::slice::from_ref(batch));
+    }
+
+    /// Releases the memory of completed batches (a whole produce response's) under one lock
+    /// and wakes flushes and blocked senders once.
+    pub fn deallocate_all(&self, batches: &[ProducerBatch]) {
+        if batches.is_empty() {
+            return;
+        }
+        let mut records = 0;
         let mut st = self.state.lock();
-        st.used = st.used.saturating_sub(batch.reserved);
-        st.incomplete.remove(&batch.id);
-        st.incomplete_records = st.incomplete_records.saturating_sub(batch.record_count());
+        for batch in batches {
+            st.used = st.used.saturating_sub(batch.reserved);
+            st.incomplete.remove(&batch.id);
+            records += batch.record_count();
+        }
+        st.incomplete_records = st.incomplete_records.saturating_sub(records);
         Counters::set(&self.counters.buffer_used, st.used as u64);
         drop(st);
         self.counters
             .records_queued
-            .fetch_sub(batch.record_count() as u64, Ordering::Relaxed);
+            .fetch_sub(records as u64, Ordering::Relaxed);
         self.changed.notify_all();
         self.completed.notify_all();
     }
@@ -661,7 +780,7 @@ impl RecordAccumulator {
             return;
         }
         let mut st = self.state.lock();
-        for tq in st.topics.values_mut() {
+        for tq in st.topics.iter_mut() {
             for q in &mut tq.queues {
                 for b in q.iter_mut() {
                     b.created += by;
@@ -675,5 +794,204 @@ impl RecordAccumulator {
             .fetch_add(by.as_nanos().min(u64::MAX as u128) as u64, Ordering::AcqRel);
         drop(st);
         self.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TS: i64 = 1_700_000_000_000;
+
+    fn accumulator(batch_size: usize) -> RecordAccumulator {
+        let acc = RecordAccumulator::new(
+            AccumulatorConfig {
+                batch_size,
+                linger: Duration::from_secs(3600),
+                buffer_memory: 64 << 20,
+                max_block: Duration::from_secs(1),
+                max_request_size: 1 << 20,
+                compression: Compression::None,
+                ignore_keys: false,
+            },
+            Arc::new(Counters::default()),
+            Box::new(|| {}),
+        );
+        acc.update_topic(&Arc::from("t"), 6, (0..6).collect(), None);
+        acc
+    }
+
+    fn send(acc: &RecordAccumulator, value: &[u8]) {
+        let mut rec = ProducerRecord::new("t").value(value);
+        rec.timestamp = Some(TS);
+        let report = acc.append::<NoCallback>(&rec, None).unwrap();
+        assert!(report.is_some());
+    }
+
+    /// (partition, records, closed) of every queued batch, oldest first per partition.
+    fn batches(acc: &RecordAccumulator) -> Vec<(i32, usize, bool)> {
+        let st = acc.state.lock();
+        let tq = &st.topics[st.index["t"]];
+        let mut out = Vec::new();
+        for q in &tq.queues {
+            for b in q {
+                out.push((b.partition, b.record_count(), b.closed));
+            }
+        }
+        out
+    }
+
+    /// How many records of `value` bytes one batch of `batch_size` holds.
+    fn per_batch(batch_size: usize, value: &[u8]) -> usize {
+        let mut w = BatchWriter::new(batch_size, Compression::None);
+        let size = RecordSize::new(None, Some(value), &[]);
+        let mut n = 0;
+        while w
+            .try_append(TS, None, Some(value), &[], size, batch_size)
+            .is_some()
+        {
+            n += 1;
+        }
+        n
+    }
+
+    fn current_partition(acc: &RecordAccumulator) -> Option<i32> {
+        let mut st = acc.state.lock();
+        let i = st.index["t"];
+        let tq = &mut st.topics[i];
+        (tq.sticky.produced() > 0).then(|| tq.sticky.partition(6, &[], &mut || 0))
+    }
+
+    #[test]
+    fn sticky_partition_leaves_only_full_batches_behind() {
+        // 100-byte values, 16 KB batches: 148 records (109-110 bytes each) fill a batch. The
+        // old rule counted record_size + 12 = 121 bytes per record and switched after 136,
+        // leaving a batch with room that waited out linger.ms.
+        let value = [7u8; 100];
+        let fill = per_batch(16384, &value);
+        assert_eq!(fill, 148);
+        let acc = accumulator(16384);
+        for _ in 0..10 * fill + 5 {
+            send(&acc, &value);
+        }
+        let all = batches(&acc);
+        let open: Vec<_> = all.iter().filter(|b| !b.2).collect();
+        assert_eq!(
+            open.len(),
+            1,
+            "one open batch, the current partition's: {all:?}"
+        );
+        assert_eq!(open[0].1, 5);
+        assert_eq!(Some(open[0].0), current_partition(&acc));
+        for b in all.iter().filter(|b| b.2) {
+            assert_eq!(b.1, fill, "a batch left behind is full: {all:?}");
+        }
+        assert_eq!(all.len(), 11);
+    }
+
+    #[test]
+    fn sticky_partition_stays_until_the_batch_is_full_even_past_batch_size() {
+        // Records of 2,000 bytes and batch.size 5,000: two fill 4,000 bytes, a third does not
+        // fit (6,000 > 5,000). Java counts the bytes appended and switches when the batch is
+        // full, so every batch takes two records; it never switches after the first record.
+        let value = [1u8; 2000];
+        let acc = accumulator(5000);
+        for _ in 0..20 {
+            send(&acc, &value);
+        }
+        let all = batches(&acc);
+        assert!(all.iter().all(|b| b.1 == 2), "{all:?}");
+        assert_eq!(all.len(), 10);
+    }
+
+    #[test]
+    fn a_drained_partition_is_left_only_after_batch_size_bytes() {
+        let value = [3u8; 100];
+        let acc = accumulator(16384);
+        let drain = |acc: &RecordAccumulator| {
+            let later = Instant::now() + Duration::from_secs(7200);
+            let d = acc.drain(later, |_, _| Some(1), |_| true, |_, _| true);
+            d.batches.into_values().flatten().collect::<Vec<_>>()
+        };
+        // 50 records, then the batch leaves on linger.ms: 5,000 bytes went to the partition,
+        // less than batch.size, so the next records open a new batch in the same partition.
+        for _ in 0..50 {
+            send(&acc, &value);
+        }
+        let p = current_partition(&acc).unwrap();
+        let sent = drain(&acc);
+        assert_eq!(sent.len(), 1);
+        send(&acc, &value);
+        assert_eq!(current_partition(&acc), Some(p));
+        {
+            let st = acc.state.lock();
+            assert!(
+                st.topics[st.index["t"]].sticky.produced() > 50 * 109,
+                "no switch"
+            );
+        }
+        acc.deallocate_all(&sent);
+        // Past batch.size with no batch open: the next record goes elsewhere (its first
+        // batch there), as Java does when every batch of the partition is full.
+        for _ in 0..120 {
+            send(&acc, &value);
+        }
+        let sent = drain(&acc);
+        assert_eq!(sent.iter().map(|b| b.record_count()).sum::<usize>(), 121);
+        send(&acc, &value);
+        let all = batches(&acc);
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].1, 1);
+        let st = acc.state.lock();
+        let i = st.index["t"];
+        assert!(st.topics[i].sticky.produced() < 200, "a fresh partition");
+        drop(st);
+        acc.deallocate_all(&sent);
+    }
+
+    #[test]
+    fn keyed_and_explicit_records_leave_the_sticky_count_alone() {
+        let acc = accumulator(16384);
+        let value = [0u8; 100];
+        send(&acc, &value);
+        let p = current_partition(&acc).unwrap();
+        let produced = |acc: &RecordAccumulator| {
+            let st = acc.state.lock();
+            st.topics[st.index["t"]].sticky.produced()
+        };
+        let before = produced(&acc);
+        for i in 0..500 {
+            let key = format!("k{i}");
+            acc.append::<NoCallback>(
+                &ProducerRecord::new("t").key(key.as_bytes()).value(&value),
+                None,
+            )
+            .unwrap();
+            acc.append::<NoCallback>(&ProducerRecord::new("t").partition(p).value(&value), None)
+                .unwrap();
+        }
+        assert_eq!(produced(&acc), before);
+        assert_eq!(current_partition(&acc), Some(p));
+    }
+
+    #[test]
+    fn the_last_topic_is_found_again_and_others_by_name() {
+        let acc = accumulator(16384);
+        acc.update_topic(&Arc::from("u"), 2, vec![0, 1], None);
+        for topic in ["t", "u", "u", "t", "u"] {
+            acc.append::<NoCallback>(&ProducerRecord::new(topic).value(b"x"), None)
+                .unwrap();
+        }
+        let st = acc.state.lock();
+        let count = |name: &str| -> usize {
+            st.topics[st.index[name]]
+                .queues
+                .iter()
+                .flatten()
+                .map(|b| b.record_count())
+                .sum()
+        };
+        assert_eq!((count("t"), count("u")), (2, 3));
+        assert_eq!(st.topics[st.last_topic].name.as_ref(), "u");
     }
 }

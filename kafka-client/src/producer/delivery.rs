@@ -3,6 +3,7 @@
 //! All records of a batch share one `BatchResult` (like Java's `ProduceRequestResult`), so a
 //! handle costs no allocation: it is the shared result plus the record's index and timestamp.
 
+use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -90,6 +91,115 @@ impl BatchResult {
                 },
             }),
             Err(e) => Err(e.clone()),
+        }
+    }
+}
+
+/// The delivery callbacks of one batch's records, run in record order when the batch
+/// completes.
+///
+/// Callbacks of one closure type (the usual case: one call site of `send_with_callback`) are
+/// kept unboxed side by side in one vector sized for the batch: no allocation per record on
+/// the sending thread, and one free per batch (not one per record) on the I/O thread. A
+/// callback of another type turns the batch's list into boxed callbacks, order kept.
+#[derive(Default)]
+pub(crate) struct BatchCallbacks {
+    store: Store,
+}
+
+#[derive(Default)]
+enum Store {
+    #[default]
+    Empty,
+    Typed(Box<dyn TypedCallbacks>),
+    Boxed(Vec<(i32, i64, Callback)>),
+}
+
+/// `Vec<(index, timestamp, F)>` for one closure type `F`, behind a trait object.
+trait TypedCallbacks: Any + Send {
+    fn complete(&mut self, result: &BatchResult, outcome: &BatchOutcome);
+    fn into_boxed(self: Box<Self>) -> Vec<(i32, i64, Callback)>;
+}
+
+struct Typed<F>(Vec<(i32, i64, F)>);
+
+fn run_callback<F>(f: F, result: &BatchResult, outcome: &BatchOutcome, index: i32, timestamp: i64)
+where
+    F: FnOnce(Result<RecordMetadata, ProduceError>),
+{
+    let md = result.metadata(outcome, index, timestamp);
+    // A panicking callback must not take the I/O thread down.
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(md))).is_err() {
+        tracing::error!(topic = %result.topic, partition = result.partition, "delivery callback panicked");
+    }
+}
+
+impl<F> TypedCallbacks for Typed<F>
+where
+    F: FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static,
+{
+    fn complete(&mut self, result: &BatchResult, outcome: &BatchOutcome) {
+        for (index, timestamp, f) in self.0.drain(..) {
+            run_callback(f, result, outcome, index, timestamp);
+        }
+    }
+
+    fn into_boxed(self: Box<Self>) -> Vec<(i32, i64, Callback)> {
+        let mut out: Vec<(i32, i64, Callback)> = Vec::with_capacity(self.0.capacity());
+        for (index, timestamp, f) in self.0 {
+            out.push((index, timestamp, Box::new(f)));
+        }
+        out
+    }
+}
+
+impl BatchCallbacks {
+    /// Adds the callback of record `index`. The first one reserves room for `expected`
+    /// callbacks (the records the batch can hold), but for no more than `max_bytes` of them.
+    pub(crate) fn push<F>(
+        &mut self,
+        index: i32,
+        timestamp: i64,
+        f: F,
+        expected: usize,
+        max_bytes: usize,
+    ) where
+        F: FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static,
+    {
+        match &mut self.store {
+            Store::Empty => {
+                let entry = std::mem::size_of::<(i32, i64, F)>().max(1);
+                let mut v = Vec::with_capacity(expected.min(max_bytes / entry).max(1));
+                v.push((index, timestamp, f));
+                self.store = Store::Typed(Box::new(Typed(v)));
+            }
+            Store::Typed(list) => {
+                let any: &mut dyn Any = &mut **list;
+                if let Some(t) = any.downcast_mut::<Typed<F>>() {
+                    t.0.push((index, timestamp, f));
+                    return;
+                }
+                let Store::Typed(list) = std::mem::take(&mut self.store) else {
+                    unreachable!("matched above")
+                };
+                let mut v = list.into_boxed();
+                v.push((index, timestamp, Box::new(f)));
+                self.store = Store::Boxed(v);
+            }
+            Store::Boxed(v) => v.push((index, timestamp, Box::new(f))),
+        }
+    }
+
+    /// Runs every callback once, in record order, with the batch's outcome.
+    pub(crate) fn complete(&mut self, result: &BatchResult, outcome: &BatchOutcome) {
+        match std::mem::take(&mut self.store) {
+            Store::Empty => {}
+            Store::Typed(mut list) => list.complete(result, outcome),
+            Store::Boxed(v) => {
+                for (index, timestamp, f) in v {
+                    run_callback(f, result, outcome, index, timestamp);
+                }
+            }
         }
     }
 }
@@ -212,6 +322,67 @@ mod tests {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    #[test]
+    fn callbacks_of_one_type_and_of_mixed_types_run_once_in_order() {
+        use parking_lot::Mutex as PMutex;
+        let seen = Arc::new(PMutex::new(Vec::new()));
+        let r = BatchResult::new(Arc::from("t"), 1);
+        let mut cbs = BatchCallbacks::default();
+        let log = |tag: &'static str| {
+            let seen = seen.clone();
+            move |md: Result<RecordMetadata, ProduceError>| {
+                let md = md.unwrap();
+                seen.lock().push((tag, md.offset, md.timestamp));
+            }
+        };
+        cbs.push(0, 10, log("a"), 4, 1000);
+        cbs.push(1, 11, log("a"), 4, 1000);
+        // Another closure type: the list turns boxed, the order stays.
+        cbs.push(
+            2,
+            12,
+            move |_md: Result<RecordMetadata, ProduceError>| {},
+            4,
+            1000,
+        );
+        let boxed: Callback = Box::new(log("b"));
+        cbs.push(3, 13, boxed, 4, 1000);
+        cbs.push(4, 14, log("a"), 4, 1000);
+        cbs.complete(&r, &Ok((100, -1)));
+        cbs.complete(&r, &Ok((200, -1)));
+        assert_eq!(
+            *seen.lock(),
+            [
+                ("a", 100, 10),
+                ("a", 101, 11),
+                ("b", 103, 13),
+                ("a", 104, 14)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_panicking_callback_does_not_stop_the_others() {
+        let count = Arc::new(AtomicUsize::new(0));
+        let r = BatchResult::new(Arc::from("t"), 0);
+        let mut cbs = BatchCallbacks::default();
+        for i in 0..3 {
+            let count = count.clone();
+            cbs.push(
+                i,
+                0,
+                move |_md: Result<RecordMetadata, ProduceError>| {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    assert!(i != 1, "callback 1 panics");
+                },
+                3,
+                1000,
+            );
+        }
+        cbs.complete(&r, &Err(ProduceError::Closed { reason: None }));
+        assert_eq!(count.load(Ordering::SeqCst), 3);
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub(crate) struct Counters {
     pub records_failed: AtomicU64,
     pub retries: AtomicU64,
     pub batches_sent: AtomicU64,
+    pub requests_sent: AtomicU64,
     pub bytes_sent: AtomicU64,
     pub in_flight: AtomicU64,
     pub buffer_used: AtomicU64,
@@ -28,6 +29,7 @@ impl Default for Counters {
             records_failed: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             batches_sent: AtomicU64::new(0),
+            requests_sent: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             buffer_used: AtomicU64::new(0),
@@ -57,6 +59,7 @@ impl Counters {
             records_failed: g(&self.records_failed),
             retries: g(&self.retries),
             batches_sent: g(&self.batches_sent),
+            requests_sent: g(&self.requests_sent),
             bytes_sent: g(&self.bytes_sent),
             in_flight_requests: g(&self.in_flight),
             buffer_bytes_used: g(&self.buffer_used),
@@ -80,8 +83,11 @@ pub struct ProducerMetrics {
     pub records_failed: u64,
     /// Batches re-sent after a retriable error.
     pub retries: u64,
-    /// Produce batches sent (retries included).
+    /// Record batches sent (one per partition in a produce request; retries included).
     pub batches_sent: u64,
+    /// Produce requests sent (each carries the ready batches of one broker; retries
+    /// included).
+    pub requests_sent: u64,
     /// Bytes of record batches sent.
     pub bytes_sent: u64,
     /// Requests in flight now.

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use self::accumulator::{AccumulatorConfig, RecordAccumulator};
+use self::accumulator::{AccumulatorConfig, NoCallback, RecordAccumulator};
 use self::checkpoint::CheckpointState;
 pub use self::config::{Acks, ConfigError, ProducerConfig};
 pub use self::delivery::{Callback, DeliveryFuture};
@@ -196,22 +196,22 @@ impl Producer {
     /// the topic's metadata is unknown, `buffer.memory` is full, or a checkpoint is running.
     /// The record is serialized before this returns; its buffers can be reused at once.
     pub fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture, ProduceError> {
-        self.inner.acc.append(&record, None).map_err(|(e, _)| e)
+        match self.inner.acc.append::<NoCallback>(&record, None)? {
+            Some(report) => Ok(report),
+            None => unreachable!("append returns the report when there is no callback"),
+        }
     }
 
     /// Like [`send`](Self::send), with a callback run on the producer's I/O thread once the
     /// record is acknowledged or has failed. When `send_with_callback` itself returns an error,
-    /// the callback is not called.
+    /// the callback is not called. Callbacks of the same closure type are stored unboxed in
+    /// their batch: no allocation per record.
     pub fn send_with_callback(
         &self,
         record: ProducerRecord<'_>,
         callback: impl FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static,
     ) -> Result<(), ProduceError> {
-        self.inner
-            .acc
-            .append(&record, Some(Box::new(callback)))
-            .map(drop)
-            .map_err(|(e, _)| e)
+        self.inner.acc.append(&record, Some(callback)).map(drop)
     }
 
     /// Sends everything accepted so far at once (ignoring `linger.ms`) and blocks until each

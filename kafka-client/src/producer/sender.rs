@@ -111,7 +111,12 @@ pub(crate) struct Sender {
     produce_in_flight: usize,
     phase: Phase,
     failed_at_close: usize,
+    next_expire_check: Option<Instant>,
 }
+
+/// How often queued batches are checked against `delivery.timeout.ms` (each check takes the
+/// accumulator's lock and walks every queue).
+const EXPIRE_CHECK_INTERVAL: Duration = Duration::from_millis(10);
 
 fn next_sequence(seq: i32, count: usize) -> i32 {
     // Sequences wrap to 0 after i32::MAX, as the broker expects.
@@ -156,6 +161,7 @@ impl Sender {
             produce_in_flight: 0,
             phase: Phase::Running,
             failed_at_close: 0,
+            next_expire_check: None,
         }
     }
 
@@ -179,7 +185,10 @@ impl Sender {
             self.ensure_bootstrap_nodes();
             self.maybe_update_metadata(now);
             self.maybe_init_producer_id(now);
-            self.expire(now);
+            if self.next_expire_check.is_none_or(|t| now >= t) {
+                self.expire(now);
+                self.next_expire_check = Some(now + EXPIRE_CHECK_INTERVAL);
+            }
             let next_ready = self.send_produce(now);
             if self.check_phase(now) {
                 break;
@@ -538,6 +547,7 @@ impl Sender {
         };
         let records: usize = batches.iter().map(ProducerBatch::record_count).sum();
         let bytes: usize = batches.iter().map(|b| b.writer.bytes().len()).sum();
+        let count = batches.len() as u64;
         let expect_response = self.config.acks != Acks::None;
         let result = self.client.send_frame(
             node,
@@ -552,18 +562,22 @@ impl Sender {
         match result {
             Ok((_, None)) => {
                 self.produce_in_flight += 1;
-                Counters::add(&self.counters.batches_sent, 1);
+                Counters::add(&self.counters.requests_sent, 1);
+                Counters::add(&self.counters.batches_sent, count);
                 Counters::add(&self.counters.bytes_sent, bytes as u64);
                 tracing::trace!(node, records, bytes, "produce request sent");
             }
             Ok((_, Some(RequestContext::Produce(batches)))) => {
                 // acks=0: written is delivered; the broker will not answer.
-                Counters::add(&self.counters.batches_sent, 1);
+                Counters::add(&self.counters.requests_sent, 1);
+                Counters::add(&self.counters.batches_sent, count);
                 Counters::add(&self.counters.bytes_sent, bytes as u64);
+                let mut done = Vec::with_capacity(batches.len());
                 for b in batches {
                     self.release_sequence_slot(&b);
-                    self.succeed(b, -1, -1);
+                    self.succeed(b, -1, -1, &mut done);
                 }
+                self.acc.deallocate_all(&done);
             }
             Ok((_, Some(_))) => {}
             Err((e, RequestContext::Produce(batches))) => self.unsent(node, batches, e),
@@ -749,6 +763,8 @@ impl Sender {
 
     fn apply_produce(&mut self, batches: Vec<ProducerBatch>, resp: &ProduceResponse) {
         let now = Instant::now();
+        // The acknowledged batches give their memory back together, under one lock.
+        let mut done = Vec::with_capacity(batches.len());
         for b in batches {
             self.release_sequence_slot(&b);
             let part = resp
@@ -773,7 +789,7 @@ impl Sender {
                             s.acked_next = next_sequence(seq, b.record_count());
                         }
                     }
-                    self.succeed(b, p.base_offset, p.log_append_time_ms);
+                    self.succeed(b, p.base_offset, p.log_append_time_ms, &mut done);
                 }
                 code => {
                     if let Some((leader, epoch)) = p.current_leader {
@@ -785,6 +801,7 @@ impl Sender {
                 }
             }
         }
+        self.acc.deallocate_all(&done);
     }
 
     fn retry_or_fail(
@@ -859,11 +876,19 @@ impl Sender {
         self.fail(b, e);
     }
 
-    fn succeed(&mut self, mut b: ProducerBatch, base_offset: i64, log_append_time: i64) {
+    /// Completes an acknowledged batch and adds it to `done`, whose memory the caller gives
+    /// back with [`RecordAccumulator::deallocate_all`].
+    fn succeed(
+        &mut self,
+        mut b: ProducerBatch,
+        base_offset: i64,
+        log_append_time: i64,
+        done: &mut Vec<ProducerBatch>,
+    ) {
         let n = b.record_count() as u64;
         b.complete(Ok((base_offset, log_append_time)));
         Counters::add(&self.counters.records_sent, n);
-        self.acc.deallocate(&b);
+        done.push(b);
     }
 
     fn fail_at_close(&mut self, b: ProducerBatch, reason: &Arc<str>) {
@@ -884,7 +909,10 @@ impl Sender {
     /// Ends a drain or a close when its work is done or its time is up. Returns true when the
     /// thread should stop.
     fn check_phase(&mut self, now: Instant) -> bool {
-        let done = self.acc.all_complete() && self.produce_in_flight == 0;
+        if matches!(self.phase, Phase::Running | Phase::Checkpointed) {
+            return false;
+        }
+        let done = self.produce_in_flight == 0 && self.acc.all_complete();
         match &self.phase {
             Phase::Running | Phase::Checkpointed => false,
             Phase::Draining { deadline, .. } => {
@@ -945,7 +973,9 @@ impl Sender {
     }
 
     fn poll_timeout(&self, now: Instant, next_ready: Option<Instant>) -> Duration {
-        let busy = !self.acc.all_complete() || self.client.total_in_flight() > 0;
+        // The counter, not the accumulator's lock: records accepted and not completed.
+        let busy = self.counters.records_queued.load(Ordering::Relaxed) > 0
+            || self.client.total_in_flight() > 0;
         let mut t = if busy {
             Duration::from_millis(100)
         } else {

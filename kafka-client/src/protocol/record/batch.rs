@@ -44,16 +44,39 @@ fn body_size(
     value: Option<&[u8]>,
     headers: &[Header<'_>],
 ) -> usize {
-    let mut n = 1
-        + varlong_len(timestamp_delta)
-        + varint_len(offset_delta)
-        + bytes_field_len(key)
-        + bytes_field_len(value)
-        + varint_len(headers.len() as i32);
-    for h in headers {
-        n += bytes_field_len(Some(h.key.as_bytes())) + bytes_field_len(h.value);
+    RecordSize::new(key, value, headers).body(timestamp_delta, offset_delta)
+}
+
+/// The size of one record, measured once: everything but its timestamp and offset deltas,
+/// which depend on the batch it goes into. The producer measures a record once per `send()`
+/// and derives from it the size estimate its limits check, the room check and the append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSize {
+    /// Attributes, key, value and headers.
+    fixed: usize,
+}
+
+impl RecordSize {
+    /// Measures a record.
+    pub fn new(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> Self {
+        let mut fixed =
+            1 + bytes_field_len(key) + bytes_field_len(value) + varint_len(headers.len() as i32);
+        for h in headers {
+            fixed += bytes_field_len(Some(h.key.as_bytes())) + bytes_field_len(h.value);
+        }
+        Self { fixed }
     }
-    n
+
+    fn body(self, timestamp_delta: i64, offset_delta: i32) -> usize {
+        self.fixed + varlong_len(timestamp_delta) + varint_len(offset_delta)
+    }
+
+    /// The encoded size with these deltas, its length prefix included (what [`record_size`]
+    /// returns).
+    pub fn encoded(self, timestamp_delta: i64, offset_delta: i32) -> usize {
+        let body = self.body(timestamp_delta, offset_delta);
+        varint_len(body as i32) + body
+    }
 }
 
 fn put_bytes_field(out: &mut Vec<u8>, b: Option<&[u8]>) {
@@ -119,12 +142,15 @@ impl BatchWriter {
         value: Option<&[u8]>,
         headers: &[Header<'_>],
     ) -> usize {
-        let delta = if self.count == 0 {
+        RecordSize::new(key, value, headers).encoded(self.timestamp_delta(timestamp), self.count)
+    }
+
+    fn timestamp_delta(&self, timestamp: i64) -> i64 {
+        if self.count == 0 {
             0
         } else {
             timestamp.wrapping_sub(self.base_timestamp)
-        };
-        record_size(delta, self.count, key, value, headers)
+        }
     }
 
     /// Appends one record and returns its index in the batch.
@@ -135,16 +161,38 @@ impl BatchWriter {
         value: Option<&[u8]>,
         headers: &[Header<'_>],
     ) -> i32 {
+        let size = RecordSize::new(key, value, headers);
+        self.try_append(timestamp, key, value, headers, size, usize::MAX)
+            .expect("no limit")
+    }
+
+    /// Appends one record, measured by `size` (from the same key, value and headers), if the
+    /// batch stays within `limit` bytes, header included, or is empty; returns its index, or
+    /// `None` (nothing written) when it does not fit.
+    pub fn try_append(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+        size: RecordSize,
+        limit: usize,
+    ) -> Option<i32> {
+        let delta = self.timestamp_delta(timestamp);
+        let body = size.body(delta, self.count);
+        let total = varint_len(body as i32) + body;
+        if self.count > 0 && self.buf.len() + total > limit {
+            return None;
+        }
         if self.count == 0 {
             self.base_timestamp = timestamp;
             self.max_timestamp = timestamp;
         }
         self.max_timestamp = self.max_timestamp.max(timestamp);
-        let delta = timestamp.wrapping_sub(self.base_timestamp);
-        let body = body_size(delta, self.count, key, value, headers);
         let out = &mut self.buf;
+        let start = out.len();
         // Exactly the record: a full batch must not double its buffer for the last bytes.
-        out.reserve(varint_len(body as i32) + body);
+        out.reserve(total);
         Varint(body as i32).write(out);
         out.push(0); // record attributes: unused
         Varlong(delta).write(out);
@@ -156,8 +204,9 @@ impl BatchWriter {
             put_bytes_field(out, Some(h.key.as_bytes()));
             put_bytes_field(out, h.value);
         }
+        debug_assert_eq!(out.len() - start, total, "RecordSize of another record");
         self.count += 1;
-        self.count - 1
+        Some(self.count - 1)
     }
 
     /// Writes the header for sending and returns the complete batch. Called again with other

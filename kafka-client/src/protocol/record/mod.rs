@@ -8,7 +8,9 @@
 mod batch;
 mod compression;
 
-pub use batch::{BATCH_HEADER_SIZE, BatchWriter, RecordBatch, decode_batches, record_size};
+pub use batch::{
+    BATCH_HEADER_SIZE, BatchWriter, RecordBatch, RecordSize, decode_batches, record_size,
+};
 pub use compression::Compression;
 
 /// A record header as the producer passes it: borrowed, key UTF-8, value nullable.
