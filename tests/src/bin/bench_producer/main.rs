@@ -73,7 +73,9 @@ fn main() -> ExitCode {
     common::report(&args, seconds, failed, latency);
     let m = producer.metrics();
     eprintln!(
-        "bench_producer: produce requests {} ({:.1} records/request), retries {}, connects {}",
+        "bench_producer: produce requests {} ({:.1} records/request), batches {} ({:.1} records/batch), retries {}, connects {}",
+        m.requests_sent,
+        args.records as f64 / m.requests_sent.max(1) as f64,
         m.batches_sent,
         args.records as f64 / m.batches_sent.max(1) as f64,
         m.retries,
