@@ -360,8 +360,10 @@ fn java_and_our_consumers_share_one_group_either_leading() {
             "--group",
             group,
             "--from-beginning",
+            // Idle time before it gives up: generous, because on a loaded 2-core machine the JVM
+            // can take well over 15 s to start, join and get its first records.
             "--timeout-ms",
-            "15000",
+            "45000",
             "--command-property",
             "group.protocol=classic",
             "--command-property",
