@@ -21,7 +21,7 @@ use super::record::{ConsumerRecord, TimestampType};
 use crate::protocol::DecodeError;
 use crate::protocol::messages::fetch::{AbortedTransaction, IsolationLevel};
 use crate::protocol::primitives::{ReadType, Reader};
-use crate::protocol::record::RecordBatch;
+use crate::protocol::record::{BATCH_HEADER_SIZE, RecordBatch};
 
 /// What one partition's fetched bytes amount to.
 #[derive(Debug, Default)]
@@ -49,6 +49,33 @@ fn is_abort_marker(batch: &RecordBatch) -> bool {
             })
 }
 
+/// The smallest encoded record (length, attributes, timestamp and offset deltas, key and
+/// value lengths, header count: one byte each).
+const MIN_RECORD_SIZE: usize = 7;
+
+/// How many records the batches in `data` declare (their headers' record counts), to size the
+/// output once instead of growing it batch by batch. Only a hint: capped at what `data` could
+/// hold uncompressed, so forged counts reserve no more than honest records would fill.
+fn declared_records(data: &[u8]) -> usize {
+    let be32 = |at: usize| i32::from_be_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]);
+    let (mut total, mut at) = (0usize, 0usize);
+    while data.len() - at >= BATCH_HEADER_SIZE {
+        let len = be32(at + 8);
+        if len < (BATCH_HEADER_SIZE - 12) as i32 {
+            break;
+        }
+        let Some(next) = at
+            .checked_add(12 + len as usize)
+            .filter(|&n| n <= data.len())
+        else {
+            break; // the cut-off tail: fetched again
+        };
+        total = total.saturating_add(be32(at + BATCH_HEADER_SIZE - 4).max(0) as usize);
+        at = next;
+    }
+    total.min(data.len() / MIN_RECORD_SIZE)
+}
+
 /// Parses the `records` of one partition fetched at `fetch_offset`. `aborted` is the
 /// response's aborted-transaction list (read_committed).
 pub fn parse_partition(
@@ -60,8 +87,9 @@ pub fn parse_partition(
     aborted: &[AbortedTransaction],
 ) -> ParsedFetch {
     let mut out = ParsedFetch {
+        records: VecDeque::with_capacity(declared_records(data)),
         next_offset: fetch_offset,
-        ..ParsedFetch::default()
+        error: None,
     };
     let read_committed = isolation == IsolationLevel::ReadCommitted;
     // Aborted transactions by first offset, consumed as batches pass them (Java's queue).
@@ -257,6 +285,23 @@ mod tests {
         let p = parse_partition(&t(), 0, 9, &only, IsolationLevel::ReadCommitted, &[]);
         assert!(p.records.is_empty());
         assert_eq!(p.next_offset, 10);
+    }
+
+    #[test]
+    fn declared_records_sizes_the_output_within_what_the_data_can_hold() {
+        let mut data = batch(0, 3).encode();
+        data.extend(batch(10, 2).encode());
+        assert_eq!(declared_records(&data), 5);
+        let tail = batch(12, 5).encode();
+        data.extend(&tail[..tail.len() - 7]);
+        assert_eq!(declared_records(&data), 5, "a cut batch is not counted");
+        assert_eq!(declared_records(&data[..40]), 0);
+        // A forged count reserves no more than the bytes could hold uncompressed.
+        let mut forged = batch(0, 1).encode();
+        forged[BATCH_HEADER_SIZE - 4..BATCH_HEADER_SIZE].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert_eq!(declared_records(&forged), forged.len() / MIN_RECORD_SIZE);
+        let p = parse_partition(&t(), 0, 0, &data, IsolationLevel::ReadUncommitted, &[]);
+        assert!(p.records.capacity() >= 5);
     }
 
     #[test]

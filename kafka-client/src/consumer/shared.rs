@@ -197,7 +197,8 @@ impl State {
     /// Takes up to `max` records from the buffer, advancing positions. Returns the records
     /// and an error met after them, if any.
     pub fn drain(&mut self, max: usize) -> (Vec<ConsumerRecord>, Option<ConsumerError>) {
-        let mut out = Vec::new();
+        let buffered: usize = self.buffer.iter().map(|cf| cf.records.len()).sum();
+        let mut out = Vec::with_capacity(buffered.min(max));
         while out.len() < max {
             let Some(cf) = self.buffer.front_mut() else {
                 break;
