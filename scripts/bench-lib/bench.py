@@ -9,14 +9,24 @@ Sections (`--sections`, default all of them, in this order):
   producer    throughput of every peer (records/s, MB/s, CPU per million records, peak RSS),
               then delivery latency at a fixed offered rate (50 % of the slowest peer's
               throughput in that configuration), for each cluster x value size x acks
+  consumer    throughput of every consumer reading a prefilled topic (records/s, MB/s, CPU per
+              million records, peak RSS) for each cluster x value size x codec (none, zstd),
+              and each consumer's fixed cost (a read of 1,000 records)
   overhead    our producer with and without its checkpoint resource (crac.register=false)
   checkpoint  the real service (tests/src/bin/kafka_service.rs) under CRIU: checkpoint time
               split into hooks / drain / dump, restore, restore to first ack, against a cold
               start that rebuilds the same state
 
-A consumer section (ours vs Java's ConsumerPerformance vs librdkafka, records/s reading a
-prefilled topic) goes in as one more function in SECTIONS plus a `consumer_argv` beside
-`Peer.producer_argv`; the cluster, topic, run and report plumbing is shared.
+The consumer section (ours: bench_consumer, Java's ConsumerPerformance, librdkafka: `rdkafka-bench
+consume`) prefills a topic once per configuration with Java's producer (acks=1, the batch.size
+and linger.ms below, compression.type none or zstd), then each consumer subscribes in a fresh
+group (auto.offset.reset=earliest, enable.auto.commit=false: nothing is committed) and reads
+every record of it. Its records/s is Java's fetch.nMsg.sec: from the partitions assigned (the
+rebalance callback) to the last record; CPU and RSS are the whole process's, as for the
+producers. Java's tool sets check.crcs=false and librdkafka's default is false; ours always
+checks the CRC32C of every batch. zstd, not lz4: Java's producer writes new random capital
+letters into every record, which zstd's entropy coder packs to about 60 % and lz4 not at all
+(`--codecs none,lz4,zstd` measures lz4 too).
 
 The producers run with the same settings, passed by their Java names (librdkafka knows the same
 names): acks, batch.size, linger.ms, enable.idempotence (on with acks=all as Java's default is,
@@ -57,6 +67,11 @@ ROOT = Path(__file__).resolve().parents[2]
 KAFKA = ROOT / "scripts" / "kafka" / "kafka"
 PARTITIONS = 6
 SIZES = [100, 1000]
+# The consumer section's codecs (as Java's producer writes them when prefilling).
+CODECS = ["none", "zstd"]
+# What every consumer is given (besides a fresh group.id and auto.offset.reset=earliest).
+CONSUMER_PROPS = {"enable.auto.commit": "false"}
+CONSUMER_IDLE_MS = 30_000
 ACKS = ["1", "all"]
 BATCH_SIZE = int(os.environ.get("BENCH_BATCH_SIZE", "16384"))
 LINGER_MS = int(os.environ.get("BENCH_LINGER_MS", "5"))
@@ -207,6 +222,23 @@ class Peer:
     def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None, warmup=0):
         raise NotImplementedError
 
+    def consumer_argv(self, bootstrap, topic, records, group):
+        raise NotImplementedError
+
+    def parse_consumer(self, out):
+        """The `result …` line of bench_consumer and `rdkafka-bench consume`."""
+        m = RESULT.findall(out)
+        if not m:
+            return None
+        kv = dict(w.split("=", 1) for w in m[-1].split())
+        return {
+            "consumed": int(kv["records"]),
+            "bytes": int(kv["bytes"]),
+            "seconds": float(kv["seconds"]),
+            "records_per_sec": float(kv["records_per_sec"]),
+            "join_ms": float(kv["join_ms"]),
+        }
+
     def parse(self, out):
         m = RESULT.findall(out)
         if not m:
@@ -226,8 +258,9 @@ class Peer:
 class Ours(Peer):
     name, label = "ours", "crac-rs kafka-client"
 
-    def __init__(self, exe):
+    def __init__(self, exe, consumer_exe=""):
         self.exe = exe
+        self.consumer_exe = consumer_exe
 
     def props(self, acks):
         p = common_props(acks)
@@ -244,6 +277,15 @@ class Ours(Peer):
             argv += ["-X", f"{k}={v}"]
         return argv
 
+    def consumer_cmd(self):
+        return [self.consumer_exe]
+
+    def consumer_argv(self, bootstrap, topic, records, group):
+        argv = self.consumer_cmd() + ["--bootstrap", bootstrap, "--topic", topic, "--records", records, "--group", group]
+        for k, v in CONSUMER_PROPS.items():
+            argv += ["-X", f"{k}={v}"]
+        return argv
+
 
 class Rdkafka(Ours):
     name, label = "librdkafka", "librdkafka (rdkafka crate)"
@@ -257,6 +299,9 @@ class Rdkafka(Ours):
         # Java and ours set TCP_NODELAY; librdkafka leaves Nagle on unless told.
         p["socket.nagle.disable"] = "true"
         return p
+
+    def consumer_cmd(self):
+        return [self.exe, "consume"]
 
 
 class Java(Peer):
@@ -296,6 +341,29 @@ class Java(Peer):
             "sent": int(sent),
         }
 
+    def consumer_argv(self, bootstrap, topic, records, group):
+        argv = [KAFKA, "consumer-perf", "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records,
+                "--group", group, "--hide-header", "--timeout", CONSUMER_IDLE_MS]
+        for k, v in CONSUMER_PROPS.items():
+            argv += ["--command-property", f"{k}={v}"]
+        return argv
+
+    def parse_consumer(self, out):
+        """ConsumerPerformance's line: start.time, end.time, data.consumed.in.MB, MB.sec,
+        data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec,
+        fetch.nMsg.sec."""
+        for line in reversed(out.splitlines()):
+            f = [x.strip() for x in line.split(",")]
+            if len(f) == 10 and re.match(r"\d{4}-\d\d-\d\d ", f[0]):
+                return {
+                    "consumed": int(f[4]),
+                    "bytes": int(float(f[2]) * 2**20),
+                    "seconds": float(f[7]) / 1e3,
+                    "records_per_sec": float(f[9]),
+                    "join_ms": float(f[6]),
+                }
+        return None
+
 
 # --- the sections ------------------------------------------------------------------------------
 
@@ -314,7 +382,11 @@ class Bench:
         self.records = {100: args.records_100 or (100_000 if self.quick else 1_000_000),
                         1000: args.records_1k or (25_000 if self.quick else 250_000)}
         self.latency_s = 2 if self.quick else 6
-        peers = {"ours": Ours(args.ours), "librdkafka": Rdkafka(args.rdkafka), "java": Java()}
+        # Records per consumer run (the whole prefilled topic), the same on 1 and 3 brokers.
+        self.consumer_records = {100: args.consumer_records_100 or (200_000 if self.quick else 2_000_000),
+                                 1000: args.consumer_records_1k or (50_000 if self.quick else 500_000)}
+        self.codecs = args.codecs.split(",")
+        peers = {"ours": Ours(args.ours, args.ours_consumer), "librdkafka": Rdkafka(args.rdkafka), "java": Java()}
         self.peers = [peers[p] for p in args.peers.split(",")]
         self.runs = []
         self.checkpoints = []
@@ -346,7 +418,9 @@ class Bench:
         self.runs.append(row)
         return row
 
-    def cluster(self, brokers):
+    def cluster(self, brokers, warm=True):
+        """The cluster of `brokers` (the other one stopped); `warm`: its produce path warmed up
+        first (the consumer section's prefill is warm-up enough for what it measures)."""
         for b, c in list(self.clusters.items()):
             if b != brokers:
                 c.stop()
@@ -354,8 +428,11 @@ class Bench:
         if brokers not in self.clusters:
             c = Cluster(brokers, self.work)
             self.clusters[brokers] = c
+        c = self.clusters[brokers]
+        if warm and not getattr(c, "warmed", False):
             self.warm_up(c)
-        return self.clusters[brokers]
+            c.warmed = True
+        return c
 
     def count(self, size, c):
         """Records per throughput run: the same for every client; half as many on 3 brokers
@@ -443,6 +520,79 @@ class Bench:
                     peer = self.peers[(i + rnd) % n]
                     self.producer_run(peer, c, topic, size, acks, "latency", rnd, records, rate=rate, warmup=warmup)
         c.delete_topic(topic)
+
+    # --- consumers ---------------------------------------------------------------------------
+
+    def section_consumer(self):
+        # The cluster left running by an earlier section first.
+        for brokers in sorted(self.args.brokers, key=lambda b: b not in self.clusters):
+            c = self.cluster(brokers, warm=False)
+            for size in SIZES:
+                for codec in self.codecs:
+                    startup = brokers == min(self.args.brokers) and size == SIZES[0] and codec == self.codecs[0]
+                    self.consumer_config(c, size, codec, startup)
+
+    def consumer_config(self, c, size, codec, startup):
+        n = self.consumer_records[size]
+        topic = f"bench-consume-b{c.brokers}-s{size}-{codec}"
+        c.create_topic(topic)
+        self.wait_for_quiet()
+        log(f"consumer: {c.brokers} broker(s), {size} B values, {codec}: prefilling {n} records with Java's producer")
+        java = Java()
+        argv = java.producer_argv(c.bootstrap, topic, n, size, "1", None, extra={"compression.type": codec})
+        r = run_measured(argv, self.client_log, timeout=1200)
+        p = java.parse(r.out)
+        row = {"peer": "java", "brokers": c.brokers, "size": size, "acks": "1", "codec": codec, "mode": "prefill",
+               "round": 0, "records": n, "tag": None, "exit": r.code, "cpu_s": r.cpu_s, "wall_s": r.wall_s,
+               "stored_mb": topic_mb(c, topic) / c.brokers}
+        if r.code != 0 or not p or p.get("sent") != n:
+            row["error"] = f"prefill: exit {r.code}; output: {r.out.strip()[-300:]}"
+            log(f"  prefill FAILED ({row['error']}); see {self.client_log}")
+            self.runs.append(row)
+            c.delete_topic(topic)
+            return
+        row["records_per_sec"] = p["records_per_sec"]
+        self.runs.append(row)
+        log(f"  prefilled at {p['records_per_sec']:.0f} records/s; {row['stored_mb']:.0f} MB per replica")
+        # One unmeasured read: the broker's fetch path compiled, the log in the page cache.
+        warm = self.peers[0]
+        run_measured(warm.consumer_argv(c.bootstrap, topic, n, f"bench-warm-{time.time_ns()}"), self.client_log,
+                     timeout=600)
+        peers = self.peers
+        if startup:
+            log("consumer fixed cost: 1,000 records")
+            for rnd in range(self.rounds):
+                for peer in peers:
+                    self.consumer_run(peer, c, topic, size, codec, "consume-startup", rnd, 1000)
+        log(f"consumer throughput: {n} records")
+        for rnd in range(self.rounds):
+            for i in range(len(peers)):
+                self.consumer_run(peers[(i + rnd) % len(peers)], c, topic, size, codec, "consume", rnd, n)
+        c.delete_topic(topic)
+
+    # One run of one consumer; appended to self.runs.
+    def consumer_run(self, peer, c, topic, size, codec, mode, rnd, records):
+        group = f"bench-{peer.name}-{mode}-r{rnd}-{time.time_ns()}"
+        argv = peer.consumer_argv(c.bootstrap, topic, records, group)
+        load = loadavg()
+        r = run_measured(argv, self.client_log, timeout=600)
+        parsed = peer.parse_consumer(r.out)
+        row = {
+            "peer": peer.name, "brokers": c.brokers, "size": size, "acks": None, "codec": codec, "mode": mode,
+            "round": rnd, "records": records, "tag": None, "exit": r.code,
+            "cpu_s": r.cpu_s, "rss_mb": r.rss_kb / 1024, "wall_s": r.wall_s, "load1": load,
+        }
+        if r.code != 0 or not parsed or parsed["consumed"] < records:
+            row["error"] = f"exit {r.code}; output: {r.out.strip()[-300:]}"
+            log(f"  {peer.name}: FAILED ({row['error']}); see {self.client_log}")
+        else:
+            row.update(parsed)
+            row["mb_per_sec"] = parsed["records_per_sec"] * size / 1e6
+            row["cpu_s_per_m"] = r.cpu_s / parsed["consumed"] * 1e6
+            log(f"  {peer.name:<10} {parsed['records_per_sec']:>10.0f} rec/s  cpu {r.cpu_s:6.2f} s  "
+                f"rss {row['rss_mb']:6.1f} MB  join {parsed['join_ms']:.0f} ms  (load {load:.1f})")
+        self.runs.append(row)
+        return row
 
     def section_overhead(self):
         ours = next((p for p in self.peers if p.name == "ours"), None)
@@ -557,6 +707,17 @@ def criu_log_ms(path):
     except OSError:
         pass
     return None
+
+
+def topic_mb(cluster, topic):
+    """MB of log segments the topic's partitions hold on all brokers together."""
+    total = 0
+    for f in cluster.dir.glob(f"data-*/{topic}-*/*.log"):
+        try:
+            total += f.stat().st_size
+        except OSError:
+            pass
+    return total / 1e6
 
 
 def dir_mb(d):
@@ -682,6 +843,7 @@ def checkpoint_round(bench, cluster, topic, mb):
 SECTIONS = {
     "startup": Bench.section_startup,
     "producer": Bench.section_producer,
+    "consumer": Bench.section_consumer,
     "overhead": Bench.section_overhead,
     "checkpoint": Bench.section_checkpoint,
 }
@@ -890,6 +1052,9 @@ def report(bench):
                      f"{col('dump_ms')} | {col('criu_dump_ms')} | {col('restore_ms')} | {col('restore_first_ack_ms')} | "
                      f"{col('cold_first_ack_ms')} | {col('cold_over_restore', 1)}× |" + (f" ({fails} failed)" if fails else ""))
         L.append("")
+    consumer_md = consumer_report(bench)
+    if consumer_md:
+        L.append(consumer_md)
     failed = [r for r in runs if "error" in r] + [r for r in ck if "error" in r]
     if failed:
         L.append(f"## Failed runs ({len(failed)})\n")
@@ -972,7 +1137,184 @@ def summary(bench):
                  f"and {fmt(cb[0], 2)} CPU s/M: ratio {fmt(ratio(a[0], b_[0]), 2)} (throughput), "
                  f"{fmt(ratio(ca[0], cb[0]), 2)} (CPU per record).")
         L.append("")
+    consumer_md = consumer_summary(bench)
+    if consumer_md:
+        L.append(consumer_md)
     return "\n".join(L)
+
+
+# --- the consumer section's report ---------------------------------------------------------------
+
+
+def consumer_configs(runs, mode="consume"):
+    seen = []
+    for r in runs:
+        k = (r["brokers"], r["size"], r.get("codec"))
+        if r["mode"] == mode and k not in seen:
+            seen.append(k)
+    return seen
+
+
+def consumer_label(b, size, codec):
+    return f"{b} broker{'s, RF 3' if b > 1 else ''} · {size} B · {codec}"
+
+
+def consumer_report(bench):
+    """The consumer section of results.md ("" without consumer runs)."""
+    runs, peers = bench.runs, bench.peers
+    names = [p.name for p in peers]
+    cfgs = consumer_configs(runs)
+    if not cfgs:
+        return ""
+    rounds = 1 + max((r["round"] for r in runs if r["mode"] == "consume"), default=0)
+    counts = {s: max((r["records"] for r in runs if r["mode"] == "consume" and r["size"] == s), default=0) for s in SIZES}
+    L = ["## Consumer throughput (reading a prefilled topic)\n"]
+    L.append(
+        f"Each topic ({PARTITIONS} partitions, replication factor = brokers) is prefilled once by Java's "
+        f"ProducerPerformance (acks=1, batch.size={BATCH_SIZE}, linger.ms={LINGER_MS}, compression.type as named, "
+        "new random capital letters in every record), then every consumer reads all of it: it subscribes in a fresh "
+        "group, auto.offset.reset=earliest, enable.auto.commit=false (nothing committed), each client's defaults "
+        "otherwise (Java's tool sets check.crcs=false and a 2 MiB receive buffer; librdkafka does not check CRCs by "
+        "default; ours always checks CRC32C). Ours is `bench_consumer` (`poll()` of up to 500 records), librdkafka "
+        "`rdkafka-bench consume` (a `BaseConsumer`, one message per `poll()`), Java `ConsumerPerformance`. "
+        "records/s is Java's fetch.nMsg.sec and measured alike for the others: from the partitions assigned (the "
+        "rebalance callback) to the last record; *join* is the client created to the partitions assigned. "
+        "CPU and peak RSS are the whole client process's, start-up and join included. "
+        f"Records per run: {fmt(counts.get(100))} of 100 B, {fmt(counts.get(1000))} of 1 KB; {rounds} round(s), "
+        "clients taking turns; median (min–max).\n")
+    L.append("| configuration | client | records/s | MB/s | CPU s / M records | peak RSS MB | join ms |")
+    L.append("|---|---|---:|---:|---:|---:|---:|")
+    for (b, size, codec) in cfgs:
+        for p in peers:
+            rs = pick(runs, mode="consume", peer=p.name, brokers=b, size=size, codec=codec)
+            L.append(f"| {consumer_label(b, size, codec)} | {p.name} | {spread([r['records_per_sec'] for r in rs])} | "
+                     f"{spread([r['mb_per_sec'] for r in rs], 1)} | {spread([r['cpu_s_per_m'] for r in rs], 2)} | "
+                     f"{spread([r['rss_mb'] for r in rs])} | {spread([r['join_ms'] for r in rs])} |")
+    L.append("")
+    others = [n for n in names if n != "ours"]
+    if "ours" in names and others:
+        L.append("### Consumer ratios (same run, medians)\n")
+        L.append("| configuration |" + "".join(f" throughput ours/{o} | CPU per record ours/{o} |" for o in others))
+        L.append("|---|" + "---:|---:|" * len(others))
+        for (b, size, codec) in cfgs:
+            med = {n: [stats(r[k] for r in pick(runs, mode="consume", peer=n, brokers=b, size=size, codec=codec))[0]
+                       for k in ("records_per_sec", "cpu_s_per_m")] for n in names}
+            cells = "".join(f" {fmt(ratio(med['ours'][0], med[o][0]), 2)}× | {fmt(ratio(med['ours'][1], med[o][1]), 2)}× |"
+                            for o in others)
+            L.append(f"| {consumer_label(b, size, codec)} |{cells}")
+        L.append("\nThroughput ratio > 1: ours is faster; CPU ratio < 1: ours spends less CPU per record.\n")
+    if any(r["mode"] == "consume-startup" for r in runs):
+        L.append("### Fixed cost of a consumer (1,000 records: start, join, first fetches, close)\n")
+        L.append("| client | CPU s | peak RSS MB | wall s | join ms |")
+        L.append("|---|---:|---:|---:|---:|")
+        for p in peers:
+            rs = pick(runs, mode="consume-startup", peer=p.name)
+            L.append(f"| {p.name} | {spread([r['cpu_s'] for r in rs], 2)} | {spread([r['rss_mb'] for r in rs])} | "
+                     f"{spread([r['wall_s'] for r in rs], 2)} | {spread([r['join_ms'] for r in rs])} |")
+        L.append("")
+    pre = [r for r in runs if r["mode"] == "prefill"]
+    if pre:
+        L.append("### The prefilled topics\n")
+        L.append("| configuration | records | values MB | log MB per replica | Java producer records/s |")
+        L.append("|---|---:|---:|---:|---:|")
+        for r in pre:
+            L.append(f"| {consumer_label(r['brokers'], r['size'], r['codec'])} | {fmt(r['records'])} | "
+                     f"{fmt(r['records'] * r['size'] / 1e6)} | {fmt(r.get('stored_mb'))} | "
+                     f"{fmt(r.get('records_per_sec')) if 'error' not in r else 'failed'} |")
+        L.append("")
+    return "\n".join(L)
+
+
+def consumer_summary(bench):
+    """The consumer tables README.md shows ("" without consumer runs)."""
+    runs, names = bench.runs, [p.name for p in bench.peers]
+    cfgs = consumer_configs(runs)
+    if not cfgs or "ours" not in names:
+        return ""
+    label = {"ours": "ours", "librdkafka": "librdkafka", "java": "Java"}
+    others = [n for n in names if n != "ours"]
+
+    def med(n, key, b, size, codec, mode="consume"):
+        return stats(r.get(key) for r in pick(runs, mode=mode, peer=n, brokers=b, size=size, codec=codec))
+
+    def cell(s, d=0):
+        m, lo, hi = s
+        if m is None:
+            return "–"
+        return f"{fmt(m, d)} ±{max(hi - m, m - lo) / m * 100 if m else 0:.0f}%"
+
+    L = ["| configuration | " + " | ".join(f"{label[n]} records/s" for n in names) + " | "
+         + " | ".join(f"ours/{label[o]}" for o in others) + " |",
+         "|---|" + "---:|" * (len(names) + len(others))]
+    for (b, size, codec) in cfgs:
+        m = {n: med(n, "records_per_sec", b, size, codec) for n in names}
+        L.append(f"| {consumer_label(b, size, codec)} | " + " | ".join(cell(m[n]) for n in names) + " | "
+                 + " | ".join(f"**{fmt(ratio(m['ours'][0], m[o][0]), 2)}×**" for o in others) + " |")
+    L.append("")
+    L.append("| configuration | " + " | ".join(f"{label[n]} CPU s/M records" for n in names) + " | "
+             + " | ".join(f"ours/{label[o]}" for o in others) + " | peak RSS MB " + " / ".join(label[n] for n in names) + " |")
+    L.append("|---|" + "---:|" * (len(names) + len(others) + 1))
+    for (b, size, codec) in cfgs:
+        m = {n: med(n, "cpu_s_per_m", b, size, codec) for n in names}
+        rss = " / ".join(fmt(med(n, "rss_mb", b, size, codec)[0]) for n in names)
+        L.append(f"| {consumer_label(b, size, codec)} | " + " | ".join(cell(m[n], 2) for n in names) + " | "
+                 + " | ".join(f"**{fmt(ratio(m['ours'][0], m[o][0]), 2)}×**" for o in others) + f" | {rss} |")
+    L.append("")
+    st = [r for r in runs if r["mode"] == "consume-startup" and "error" not in r]
+    if st:
+        parts = []
+        for n in names:
+            rs = [r for r in st if r["peer"] == n]
+            if rs:
+                parts.append(f"{label[n]} {fmt(stats(r['cpu_s'] for r in rs)[0], 2)} s of CPU and "
+                             f"{fmt(stats(r['rss_mb'] for r in rs)[0])} MB of peak RSS")
+        L.append("A consumer's fixed cost (1,000 records read): " + ", ".join(parts) + ".")
+        L.append("")
+    return "\n".join(L)
+
+
+def consumer_chart(bench, path):
+    """chart-consumer.png: records/s and CPU per million records of every consumer."""
+    cfgs = consumer_configs(bench.runs)
+    if not cfgs:
+        return False
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib missing: no consumer chart")
+        return False
+    peers = bench.peers
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    width = 0.8 / len(peers)
+    colors = {"ours": "#d62728", "librdkafka": "#1f77b4", "java": "#ff7f0e"}
+    labels = {"ours": "crac-rs kafka-client", "librdkafka": "librdkafka (rdkafka crate)", "java": "Java (ConsumerPerformance)"}
+    for ax, key, title in ((axes[0], "records_per_sec", "records/s read, log scale (higher is better)"),
+                           (axes[1], "cpu_s_per_m", "client CPU s per million records, log scale (lower is better)")):
+        for j, p in enumerate(peers):
+            med, lo, hi = [], [], []
+            for (b, size, codec) in cfgs:
+                s = stats(r[key] for r in pick(bench.runs, mode="consume", peer=p.name, brokers=b, size=size, codec=codec))
+                med.append(s[0] or 0)
+                lo.append((s[0] or 0) - (s[1] or 0))
+                hi.append((s[2] or 0) - (s[0] or 0))
+            xs = [i + (j - (len(peers) - 1) / 2) * width for i in range(len(cfgs))]
+            ax.bar(xs, med, width, yerr=[lo, hi], capsize=2, label=labels.get(p.name, p.name), color=colors.get(p.name))
+        ax.set_xticks(range(len(cfgs)))
+        ax.set_xticklabels([f"{b}b {'100B' if s == 100 else '1KB'}\n{c}" for (b, s, c) in cfgs], fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    m = bench.meta
+    rounds = 1 + max((r["round"] for r in bench.runs if r["mode"] == "consume"), default=0)
+    fig.suptitle(f"Kafka consumers reading a prefilled topic, {m['date']}, {m['cores']} cores ({m['mode']} mode); "
+                 f"median of {rounds} round(s), bars = min–max", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
 
 
 def chart(bench, path):
@@ -1027,7 +1369,7 @@ class Loaded:
         known = {"ours": Ours(""), "librdkafka": Rdkafka(""), "java": Java()}
         seen = []
         for r in self.runs:
-            if r["peer"] not in seen:
+            if r["peer"] not in seen and r["mode"] != "prefill":
                 seen.append(r["peer"])
         self.peers = [known[n] for n in seen]
         self.quick = self.meta.get("mode") == "quick"
@@ -1041,6 +1383,7 @@ def write_reports(bench):
     (bench.out / "results.md").write_text(md + "\n")
     (bench.out / "summary.md").write_text(summary(bench) + "\n")
     chart(bench, bench.out / "chart.png")
+    consumer_chart(bench, bench.out / "chart-consumer.png")
     return md
 
 
@@ -1054,18 +1397,23 @@ def main():
     ap.add_argument("--work", required=True, help="scratch directory (clusters, images)")
     ap.add_argument("--sections", default=",".join(SECTIONS))
     ap.add_argument("--peers", default="ours,librdkafka,java")
-    ap.add_argument("--brokers", default=None, help="clusters for the producer section, e.g. 1,3")
+    ap.add_argument("--brokers", default=None, help="clusters for the producer and consumer sections, e.g. 1,3")
     ap.add_argument("--rounds", type=int, default=0)
     ap.add_argument("--records-100", type=int, default=0)
     ap.add_argument("--records-1k", type=int, default=0)
+    ap.add_argument("--consumer-records-100", type=int, default=0, help="records per consumer run, 100 B values")
+    ap.add_argument("--consumer-records-1k", type=int, default=0, help="records per consumer run, 1 KB values")
+    ap.add_argument("--codecs", default=",".join(CODECS), help="the consumer section's codecs, e.g. none,lz4,zstd")
     ap.add_argument("--state-mb", default="", help="state sizes of the checkpoint section, e.g. 10,200,1024")
     ap.add_argument("--max-load", type=float, default=0, help="before each configuration wait (up to 3 min) until the 1-min load is below this")
     ap.add_argument("--ours", required=True)
+    ap.add_argument("--ours-consumer", default="", help="bench_consumer (default: beside --ours)")
     ap.add_argument("--rdkafka", required=True)
     ap.add_argument("--service", required=True)
     ap.add_argument("--crac", required=True)
     ap.add_argument("--criu", default="")
     args = ap.parse_args()
+    args.ours_consumer = args.ours_consumer or str(Path(args.ours).with_name("bench_consumer"))
     args.brokers = [int(b) for b in (args.brokers or ("1" if args.quick else "1,3")).split(",")]
     bench = Bench(args)
     bench.meta = machine_facts(args)
@@ -1088,6 +1436,8 @@ def main():
         (bench.out / "summary.md").write_text(summary(bench) + "\n")
         if chart(bench, bench.out / "chart.png"):
             log(f"chart: {bench.out / 'chart.png'}")
+        if consumer_chart(bench, bench.out / "chart-consumer.png"):
+            log(f"consumer chart: {bench.out / 'chart-consumer.png'}")
         print(md)
         log(f"done in {bench.meta['minutes']} min; results in {bench.out}")
     failed = [r for r in bench.runs if "error" in r] + [r for r in bench.checkpoints if "error" in r]

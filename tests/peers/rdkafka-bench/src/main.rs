@@ -10,9 +10,12 @@
 //!
 //! `-X` properties go to librdkafka as they are: `scripts/bench` passes the Java names that
 //! librdkafka also knows (`acks`, `batch.size`, `linger.ms`, `enable.idempotence`, …).
+//!
+//! `rdkafka-bench consume …` is the consumer instead (see `consumer.rs`).
 
 #[path = "../../../src/bin/bench_producer/common.rs"]
 mod common;
+mod consumer;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,6 +58,9 @@ impl ProducerContext for Context {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("consume") {
+        return consumer::main(std::env::args().skip(2));
+    }
     let args = Args::parse("rdkafka-bench");
     let (_, version) = get_rdkafka_version();
     eprintln!("rdkafka-bench: librdkafka {version}");

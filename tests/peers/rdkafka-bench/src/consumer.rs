@@ -1,0 +1,93 @@
+//! `rdkafka-bench consume …`: librdkafka's consumer under `scripts/bench`, the twin of this
+//! project's `bench_consumer` (same command line, measurement and `result …` line: the shared
+//! code is `tests/src/bin/bench_consumer/common.rs`).
+//!
+//! librdkafka is used the way the `rdkafka` crate's users use it: a `BaseConsumer` subscribed
+//! in a group, `poll()` returning one message at a time (librdkafka's fetcher threads prefetch
+//! into its queue in the background). The assignment time comes from the crate's
+//! `post_rebalance` callback, which runs inside `poll()` as Java's listener does.
+
+#[path = "../../../src/bin/bench_consumer/common.rs"]
+mod common;
+
+use std::process::ExitCode;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{Args, Clock, IDLE_LIMIT};
+use rdkafka::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::util::get_rdkafka_version;
+
+struct Context {
+    assigned: OnceLock<Instant>,
+}
+
+impl ClientContext for Context {}
+
+impl ConsumerContext for Context {
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance
+            && tpl.count() > 0
+        {
+            let _ = self.assigned.set(Instant::now());
+        }
+    }
+}
+
+pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
+    let args = Args::parse("rdkafka-bench consume", args);
+    let (_, version) = get_rdkafka_version();
+    eprintln!("rdkafka-bench consume: librdkafka {version}");
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &args.bootstrap)
+        .set("group.id", &args.group)
+        .set("auto.offset.reset", "earliest");
+    for (k, v) in &args.props {
+        config.set(k, v);
+    }
+    let mut clock = Clock::start();
+    let consumer: BaseConsumer<Context> = match config.create_with_context(Context {
+        assigned: OnceLock::new(),
+    }) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rdkafka-bench consume: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = consumer.subscribe(&[&args.topic]) {
+        eprintln!("rdkafka-bench consume: subscribe: {e}");
+        return ExitCode::FAILURE;
+    }
+    let (mut n, mut bytes) = (0u64, 0u64);
+    // Since when poll() has returned nothing (no clock read per message).
+    let mut idle_since: Option<Instant> = None;
+    while n < args.records {
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {
+                if idle_since.get_or_insert_with(Instant::now).elapsed() > IDLE_LIMIT {
+                    eprintln!("rdkafka-bench consume: no record for {IDLE_LIMIT:?} after {n}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            Some(Ok(m)) => {
+                idle_since = None;
+                n += 1;
+                bytes += (m.key_len() + m.payload_len()) as u64;
+            }
+            Some(Err(e)) => {
+                eprintln!("rdkafka-bench consume: poll after {n} records: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if let Some(&at) = consumer.context().assigned.get() {
+        clock.assigned(at);
+    }
+    clock.report(n, bytes);
+    drop(consumer); // closes: leaves the group, as the others' close() does
+    ExitCode::SUCCESS
+}
