@@ -171,6 +171,10 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
         }
         scan
     };
+    {
+        let _s = tracing::info_span!("session_check").entered();
+        ensure_dumpable_session()?;
+    }
 
     // The pipe a restorer feeds new configuration through: only the read end goes into the
     // image. Restored by plain `criu restore` it has no writer and reads as empty.
@@ -295,6 +299,49 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
         "image written; process continues"
     );
     Ok(EngineOutcome::Continued { image_dir: dir })
+}
+
+/// CRIU refuses a process whose session leader lives outside its PID namespace ("A session
+/// leader of … is outside of its pid namespace"): that happens when a supervisor starts a PID
+/// namespace without giving it a session of its own (`unshare --pid --fork` without `setsid`).
+/// Leading a session of our own is then the only way a dump can work, so do it, once; the
+/// restored copies are session leaders too. A process group leader cannot do it: say how to
+/// start the program instead.
+fn ensure_dumpable_session() -> Result<(), Error> {
+    if std::process::id() == 1 {
+        // CRIU's detached helper is handed to PID 1 as an orphan: to this very process.
+        return Err(Error::new(
+            ErrorKind::Refused,
+            "checkpoint refused: this process is PID 1 of its PID namespace, so the CRIU helper \
+             it starts becomes its child and would be inside the image (\"The criu itself is \
+             within dumped tree\"); run it under an init process (`docker run --init`, tini) \
+             or a shell",
+        ));
+    }
+    match sys::own_session() {
+        Ok(sid) if sid > 0 => return Ok(()),
+        Ok(_) => {}
+        // Unknown: let CRIU judge.
+        Err(_) => return Ok(()),
+    }
+    match sys::new_session() {
+        Ok(()) => {
+            tracing::info!(
+                "this process's session leader was outside its PID namespace, which CRIU cannot \
+                 dump; it now leads a session of its own"
+            );
+            Ok(())
+        }
+        Err(e) => Err(Error::new(
+            ErrorKind::Refused,
+            format!(
+                "checkpoint refused: this process's session leader is outside its PID namespace, \
+                 which CRIU cannot dump, and it cannot start a session of its own ({e}: it leads \
+                 its process group); start the program with `setsid`, or from a process inside \
+                 its PID namespace"
+            ),
+        )),
+    }
 }
 
 fn io_err(what: &str, e: std::io::Error) -> Error {

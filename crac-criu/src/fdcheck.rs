@@ -1,7 +1,7 @@
 //! The file-descriptor check run before CRIU: everything CRIU would refuse (or restore
 //! wrongly), listed per fd with the fix, instead of a CRIU log to decipher.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::fs::MetadataExt;
@@ -204,6 +204,7 @@ pub fn scan() -> Scan {
     read_tcp(&mut tcp, "/proc/net/tcp6", true);
     let unix = read_unix();
     let locks = read_locks(me);
+    let mounts = own_mount_ids();
     let mut scan = Scan::default();
 
     let mut fds: Vec<i32> = fs::read_dir("/proc/self/fd")
@@ -281,6 +282,20 @@ pub fn scan() -> Scan {
                 ),
             });
         } else if target.starts_with('/')
+            && let Some(id) = fd_mount_id(fd)
+            && !mounts.is_empty()
+            && !mounts.contains(&id)
+        {
+            scan.refused.push(Refusal {
+                fd,
+                reason: format!(
+                    "{target} was opened in another mount namespace (its mount {id} is not in \
+                     /proc/self/mountinfo; most likely inherited from whatever started this \
+                     process), which CRIU cannot checkpoint; close it, or start the program \
+                     without it"
+                ),
+            });
+        } else if target.starts_with('/')
             && !locks.is_empty()
             && let Ok(m) = fs::metadata(format!("/proc/self/fd/{fd}"))
         {
@@ -300,6 +315,28 @@ pub fn scan() -> Scan {
         }
     }
     scan
+}
+
+/// The ids of the mounts this process's mount namespace holds (first field of mountinfo).
+fn own_mount_ids() -> HashSet<u64> {
+    fs::read_to_string("/proc/self/mountinfo")
+        .map(|s| {
+            s.lines()
+                .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `mnt_id` an fd's file lives on, from fdinfo.
+fn fd_mount_id(fd: i32) -> Option<u64> {
+    fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// `readlink /proc/self/fd/N` and the open flags from fdinfo; an empty target for a closed fd.
@@ -352,6 +389,15 @@ mod tests {
         assert!(r.reason.contains(&format!("-> {addr}")), "{r}");
         // The listener itself is fine.
         assert!(!scan.refused.iter().any(|r| r.fd == l.as_raw_fd()));
+    }
+
+    #[test]
+    fn a_file_of_this_mount_namespace_is_fine() {
+        use std::os::fd::AsRawFd;
+        let f = fs::File::open("/dev/null").unwrap();
+        let id = fd_mount_id(f.as_raw_fd()).expect("fdinfo has mnt_id");
+        assert!(own_mount_ids().contains(&id));
+        assert!(!scan().refused.iter().any(|r| r.fd == f.as_raw_fd()));
     }
 
     #[test]

@@ -260,6 +260,21 @@ pub fn set_child_subreaper() -> io::Result<()> {
     Ok(())
 }
 
+/// The session id of this process as seen in its PID namespace: 0 when the session leader
+/// lives in an ancestor namespace.
+pub fn own_session() -> io::Result<i32> {
+    // SAFETY: getsid(0) reads this process's session id and takes no pointers.
+    cvt(unsafe { libc::getsid(0) })
+}
+
+/// Makes this process the leader of a new session (`setsid`); `EPERM` when it leads its
+/// process group.
+pub fn new_session() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments and touches only this process's session.
+    cvt(unsafe { libc::setsid() })?;
+    Ok(())
+}
+
 /// The effective uid.
 pub fn euid() -> u32 {
     // SAFETY: geteuid cannot fail and takes no arguments.

@@ -26,7 +26,10 @@ fn app(dir: &Path, env: &[(&str, &str)]) -> Command {
         .env("CRAC_CHECKPOINT_TO", dir)
         .env_remove("CRAC_CHECKPOINT_MODE")
         .env_remove("CRAC_ENGINE")
-        .env("APP_MB", "8");
+        .env("APP_MB", "8")
+        // Never the test runner's stdin: it may be a file of another mount namespace, which
+        // CRIU cannot dump.
+        .stdin(std::process::Stdio::null());
     for (k, v) in env {
         c.env(k, v);
     }
@@ -371,6 +374,48 @@ fn a_log_file_that_grew_after_the_dump_does_not_break_the_restore() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("outcome=restored"), "{text}");
+}
+
+#[test]
+fn a_session_leader_outside_the_pid_namespace_does_not_stop_a_checkpoint() {
+    // A supervisor that starts a PID namespace without a session of its own (`unshare --pid
+    // --fork`, no `setsid`) leaves the program's session leader outside it, which CRIU refuses
+    // to dump. The engine then makes the program lead its own session.
+    let dir = TempDir::new("session");
+    let img = dir.join("image");
+    // In the new namespace: files inherited from outside it (other than the pipes to us) are
+    // closed, since CRIU cannot dump them (the fd check names them); stdin is opened inside.
+    let in_pidns = |exec: &str| {
+        format!(
+            "for fd in $(ls /proc/$$/fd); do [ \"$fd\" -gt 2 ] && eval \"exec $fd>&-\"; done; \
+             {exec} \"$0\" </dev/null"
+        )
+    };
+    let unshare = |script: &str| {
+        outcome_of(
+            &img,
+            &[("CRAC_CHECKPOINT_MODE", "leave-running")],
+            Some(&[
+                "unshare",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "bash",
+                "-c",
+                script,
+            ]),
+        )
+    };
+    // The shell stays PID 1, the reaper CRIU's detached helper is handed to.
+    let out = unshare(&in_pidns(""));
+    assert_eq!(must(&out, "outcome"), "continued", "{out}");
+    assert!(img.join("inventory.img").exists());
+    // The program as PID 1 itself cannot work: CRIU's helper would be its child. Said so.
+    let out = unshare(&in_pidns("exec"));
+    assert!(
+        out.contains("outcome=error") && out.contains("PID 1 of its PID namespace"),
+        "{out}"
+    );
 }
 
 /// Runs the app once with `env` and returns its outcome line; asserts it went on afterwards
