@@ -34,29 +34,34 @@ fn kafka() -> &'static Cluster {
 }
 
 /// The Java console producer writes `value-0` .. `value-{n-1}` compressed with `codec` (its
-/// `--compression-codec` option: it ignores a `compression.type` property).
-fn java_produce(k: &Cluster, topic: &str, codec: &str, n: usize) {
-    let mut child = Command::new(kafka_script())
-        .args([
-            "tool",
-            "console-producer",
-            "--bootstrap-server",
-            k.bootstrap(),
-            "--topic",
-            topic,
-            "--compression-codec",
-            codec,
-            "--request-required-acks",
-            "all",
-            "--request-timeout-ms",
-            "60000",
-            "--message-send-max-retries",
-            "50",
-            "--batch-size",
-            "65536",
-            "--command-property",
-            "linger.ms=20",
-        ])
+/// `--compression-codec` option: it ignores a `compression.type` property), with extra
+/// producer properties.
+fn java_produce_with(k: &Cluster, topic: &str, codec: &str, n: usize, props: &[&str]) {
+    let mut cmd = Command::new(kafka_script());
+    cmd.args([
+        "tool",
+        "console-producer",
+        "--bootstrap-server",
+        k.bootstrap(),
+        "--topic",
+        topic,
+        "--compression-codec",
+        codec,
+        "--request-required-acks",
+        "all",
+        "--request-timeout-ms",
+        "60000",
+        "--message-send-max-retries",
+        "50",
+        "--batch-size",
+        "65536",
+        "--command-property",
+        "linger.ms=20",
+    ]);
+    for p in props {
+        cmd.args(["--command-property", p]);
+    }
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -78,6 +83,11 @@ fn java_produce(k: &Cluster, topic: &str, codec: &str, n: usize) {
         "console producer: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// [`java_produce_with`] with no extra properties.
+fn java_produce(k: &Cluster, topic: &str, codec: &str, n: usize) {
+    java_produce_with(k, topic, codec, n, &[]);
 }
 
 /// End offsets per partition, from `kafka-get-offsets`.
@@ -316,7 +326,20 @@ fn java_and_our_consumers_share_one_group_either_leading() {
     let group = "mixed-readers";
     k.create_topic(topic, 4, 1);
     let n = 4000;
-    java_produce(k, topic, "none", n);
+    // Spread over every partition (keyless records from the sticky partitioner can fill one or
+    // two partitions only, and the Java member could be given the empty ones).
+    java_produce_with(
+        k,
+        topic,
+        "none",
+        n,
+        &["partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner"],
+    );
+    let ends = end_offsets(k, topic);
+    assert!(
+        ends.len() == 4 && ends.values().all(|&e| e > 0),
+        "every partition should hold records: {ends:?}"
+    );
     let ours = |name: &str, max_poll: usize| {
         let c = Consumer::new(
             ConsumerConfig::new(k.bootstrap())
@@ -345,9 +368,9 @@ fn java_and_our_consumers_share_one_group_either_leading() {
             thread::sleep(Duration::from_millis(50));
         }
     };
-    // Ours first: it leads, reading slowly (10 records per poll), so records are left for the
-    // Java member.
-    let first = ours("ours-1", 10);
+    // Ours first: it leads, reading slowly (one record per poll, under 20 a second), so that
+    // however long the JVM takes to start and join, most records are left for the Java member.
+    let first = ours("ours-1", 1);
     read(&first, &mut values, &|c| c.assignment().len() == 4);
     let java = Command::new(kafka_script())
         .args([
@@ -384,7 +407,6 @@ fn java_and_our_consumers_share_one_group_either_leading() {
     let second = ours("ours-2", 500);
     read(&second, &mut values, &|c| c.assignment().len() == 2);
     let from_java_leader = second.assignment();
-    let ends = end_offsets(k, topic);
     read(&second, &mut values, &|c| {
         c.assignment()
             .iter()
