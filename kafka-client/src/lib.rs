@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod consumer;
 pub mod error;
 pub mod network;

@@ -5,32 +5,12 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use crate::config::ConfigError;
+use crate::config::{parse_bool, parse_ms, parse_num, parse_with, properties_pairs};
 use crate::network::metadata::{BootstrapServer, parse_bootstrap};
 use crate::protocol::messages::fetch::IsolationLevel;
 
 use super::assignor::AssignorKind;
-
-/// A configuration key or value the consumer cannot accept.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid consumer config {key}={value:?}: {reason}")]
-pub struct ConfigError {
-    /// The key.
-    pub key: String,
-    /// The value given.
-    pub value: String,
-    /// Why it was refused.
-    pub reason: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(key: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
-        Self {
-            key: key.to_owned(),
-            value: value.to_string(),
-            reason: reason.into(),
-        }
-    }
-}
 
 /// `auto.offset.reset`: where to start in a partition that has no committed offset (or whose
 /// position is out of range).
@@ -224,35 +204,6 @@ impl Default for ConsumerConfig {
     }
 }
 
-fn parse_ms(key: &str, v: &str) -> Result<Duration, ConfigError> {
-    v.trim()
-        .parse::<u64>()
-        .map(Duration::from_millis)
-        .map_err(|_| ConfigError::new(key, v, "expected a non-negative number of milliseconds"))
-}
-
-fn parse_num<T>(key: &str, v: &str, min: T) -> Result<T, ConfigError>
-where
-    T: FromStr + PartialOrd + fmt::Display + Copy,
-{
-    let n: T = v
-        .trim()
-        .parse()
-        .map_err(|_| ConfigError::new(key, v, "expected a number"))?;
-    if n < min {
-        return Err(ConfigError::new(key, v, format!("must be at least {min}")));
-    }
-    Ok(n)
-}
-
-fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
-    match v.trim() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(ConfigError::new(key, v, "expected true or false")),
-    }
-}
-
 fn non_empty(v: &str) -> Option<String> {
     let v = v.trim();
     (!v.is_empty()).then(|| v.to_owned())
@@ -284,18 +235,7 @@ impl ConsumerConfig {
 
     /// Reads a Java `.properties`-style text: `key=value` lines, `#` and `!` comments.
     pub fn from_properties_text(text: &str) -> Result<Self, ConfigError> {
-        let mut pairs = Vec::new();
-        for line in text.lines().map(str::trim) {
-            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-                continue;
-            }
-            let (k, v) = line
-                .split_once('=')
-                .or_else(|| line.split_once(':'))
-                .ok_or_else(|| ConfigError::new(line, "", "expected key=value"))?;
-            pairs.push((k.trim().to_owned(), v.trim().to_owned()));
-        }
-        Self::from_properties(pairs)
+        Self::from_properties(properties_pairs(text)?)
     }
 
     /// Sets one key from its string value, as in Java properties. An unknown key or a bad
@@ -310,10 +250,7 @@ impl ConsumerConfig {
             "client.id" => self.client_id = v.trim().to_owned(),
             "group.id" => self.group_id = non_empty(v),
             "group.instance.id" => self.group_instance_id = non_empty(v),
-            "auto.offset.reset" => {
-                self.auto_offset_reset =
-                    v.parse().map_err(|r: String| ConfigError::new(key, v, r))?
-            }
+            "auto.offset.reset" => self.auto_offset_reset = parse_with(key, v)?,
             "enable.auto.commit" => self.enable_auto_commit = parse_bool(key, v)?,
             "auto.commit.interval.ms" => self.auto_commit_interval = parse_ms(key, v)?,
             "session.timeout.ms" => self.session_timeout = parse_ms(key, v)?,

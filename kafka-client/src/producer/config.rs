@@ -5,30 +5,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use crate::config::ConfigError;
+use crate::config::{parse_bool, parse_ms, parse_num, parse_with, properties_pairs};
 use crate::network::metadata::{BootstrapServer, parse_bootstrap};
 use crate::protocol::record::Compression;
-
-/// A configuration key or value the producer cannot accept.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid producer config {key}={value:?}: {reason}")]
-pub struct ConfigError {
-    /// The key.
-    pub key: String,
-    /// The value given.
-    pub value: String,
-    /// Why it was refused.
-    pub reason: String,
-}
-
-impl ConfigError {
-    fn new(key: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
-        Self {
-            key: key.to_owned(),
-            value: value.to_string(),
-            reason: reason.into(),
-        }
-    }
-}
 
 /// `acks`: how many replicas must have a record before the broker acknowledges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -194,35 +174,6 @@ impl Default for ProducerConfig {
     }
 }
 
-fn parse_ms(key: &str, v: &str) -> Result<Duration, ConfigError> {
-    v.trim()
-        .parse::<u64>()
-        .map(Duration::from_millis)
-        .map_err(|_| ConfigError::new(key, v, "expected a non-negative number of milliseconds"))
-}
-
-fn parse_num<T>(key: &str, v: &str, min: T) -> Result<T, ConfigError>
-where
-    T: FromStr + PartialOrd + fmt::Display + Copy,
-{
-    let n: T = v
-        .trim()
-        .parse()
-        .map_err(|_| ConfigError::new(key, v, "expected a number"))?;
-    if n < min {
-        return Err(ConfigError::new(key, v, format!("must be at least {min}")));
-    }
-    Ok(n)
-}
-
-fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
-    match v.trim() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(ConfigError::new(key, v, "expected true or false")),
-    }
-}
-
 impl ProducerConfig {
     /// Defaults, with `bootstrap.servers` (e.g. `"127.0.0.1:9092,127.0.0.1:9093"`).
     pub fn new(bootstrap_servers: &str) -> Result<Self, ConfigError> {
@@ -249,18 +200,7 @@ impl ProducerConfig {
 
     /// Reads a Java `.properties`-style text: `key=value` lines, `#` and `!` comments.
     pub fn from_properties_text(text: &str) -> Result<Self, ConfigError> {
-        let mut pairs = Vec::new();
-        for line in text.lines().map(str::trim) {
-            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-                continue;
-            }
-            let (k, v) = line
-                .split_once('=')
-                .or_else(|| line.split_once(':'))
-                .ok_or_else(|| ConfigError::new(line, "", "expected key=value"))?;
-            pairs.push((k.trim().to_owned(), v.trim().to_owned()));
-        }
-        Self::from_properties(pairs)
+        Self::from_properties(properties_pairs(text)?)
     }
 
     /// Sets one key from its string value, as in Java properties. An unknown key or a bad
@@ -273,7 +213,7 @@ impl ProducerConfig {
                     parse_bootstrap(v).map_err(|r| ConfigError::new(key, v, r))?
             }
             "client.id" => self.client_id = v.to_owned(),
-            "acks" => self.acks = v.parse().map_err(|r: String| ConfigError::new(key, v, r))?,
+            "acks" => self.acks = parse_with(key, v)?,
             "linger.ms" => self.linger = parse_ms(key, v)?,
             "batch.size" => self.batch_size = parse_num(key, v, 0usize)?,
             "buffer.memory" => self.buffer_memory = parse_num(key, v, 1usize)?,
@@ -291,7 +231,7 @@ impl ProducerConfig {
                 self.explicit_idempotence = true;
             }
             "compression.type" => {
-                self.compression = v.parse().map_err(|r: String| ConfigError::new(key, v, r))?;
+                self.compression = parse_with(key, v)?;
             }
             "max.request.size" => self.max_request_size = parse_num(key, v, 1usize)?,
             "metadata.max.age.ms" => self.metadata_max_age = parse_ms(key, v)?,
