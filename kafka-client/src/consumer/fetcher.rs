@@ -3,8 +3,10 @@
 //! (`auto.offset.reset`, `seek_to_beginning`/`seek_to_end`).
 //!
 //! One Fetch in flight per broker, covering every assigned partition it leads that has a
-//! position and no records waiting in the buffer: a partition is fetched again only once
-//! `poll()` took what was fetched, which bounds memory to about one fetch per partition.
+//! position and room in the buffer: up to two fetched chunks per partition wait for `poll()`
+//! ([`MAX_CHUNKS`](super::shared::MAX_CHUNKS)), the second fetched from where the first ends
+//! while the application drains the first, which bounds memory to about two fetches per
+//! partition.
 //! Fetches are sessionless (session id 0, epoch -1), so a restored image (or N clones of it)
 //! has no fetch session to lose. Topics are named by id (v13+) when metadata gave every id,
 //! by name (v12) otherwise.
@@ -94,11 +96,9 @@ impl Fetcher {
                 return;
             }
             st.assignment
-                .iter()
-                .filter(|(tp, p)| {
-                    !p.blocked && !st.buffered.contains(*tp) && !self.backoff.contains_key(*tp)
-                })
-                .filter_map(|(tp, p)| p.position.map(|pos| (tp.clone(), pos)))
+                .keys()
+                .filter(|tp| !self.backoff.contains_key(*tp))
+                .filter_map(|tp| st.fetch_offset(tp).map(|from| (tp.clone(), from)))
                 .collect()
         };
         let mut by_node: BTreeMap<i32, Vec<(TopicPartition, i64)>> = BTreeMap::new();
@@ -261,8 +261,7 @@ impl Fetcher {
                                 source,
                             }
                         });
-                        st.buffered.insert(tp.clone());
-                        st.buffer.push_back(CompletedFetch {
+                        st.push_fetch(CompletedFetch {
                             tp,
                             position,
                             records: parsed.records,
@@ -313,6 +312,15 @@ impl Fetcher {
     fn out_of_range(&mut self, tp: &TopicPartition, position: i64, shared: &Shared) {
         let mut st = shared.state.lock();
         if !st.accepts_fetch(tp, position) {
+            return;
+        }
+        if st.assignment.get(tp).and_then(|p| p.position) != Some(position) {
+            // A chunk fetched ahead of the position is out of range (the log was truncated
+            // past the buffered chunk): the application reads that chunk first; the fetch
+            // from the position it then reaches decides.
+            drop(st);
+            self.backoff
+                .insert(tp.clone(), Instant::now() + self.config.retry_backoff);
             return;
         }
         let policy = self.config.auto_offset_reset;

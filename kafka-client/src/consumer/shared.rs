@@ -6,7 +6,7 @@
 //! Positions are those of records *returned* by `poll()` (what "processed" means for a commit);
 //! the network thread only fetches from them and buffers what it got.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,6 +58,22 @@ pub(crate) struct CompletedFetch {
     pub error: Option<ConsumerError>,
 }
 
+/// How many fetched chunks of one partition may wait in the buffer. Two: the next chunk is
+/// fetched while the application drains the previous one, so the broker's read, the transfer,
+/// decoding and the application's work overlap instead of taking turns (Java's fetcher keeps
+/// one, and waits a round trip each time a partition runs dry).
+pub(crate) const MAX_CHUNKS: u8 = 2;
+
+/// What the buffer holds of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Buffered {
+    /// Chunks in `State::buffer`.
+    pub chunks: u8,
+    /// Where the next fetch continues: the end of the last chunk; `None` when that chunk ends
+    /// in an error (nothing is fetched past a batch that did not decode).
+    pub next_offset: Option<i64>,
+}
+
 /// The rebalance hand-over between the network thread (which talks to the coordinator) and
 /// `poll()` (which runs the application's callbacks, as Java does, on the application thread).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -90,7 +106,7 @@ pub(crate) struct State {
     pub assignment: BTreeMap<TopicPartition, PartitionState>,
     pub buffer: VecDeque<CompletedFetch>,
     /// Partitions with a `CompletedFetch` in `buffer`.
-    pub buffered: HashSet<TopicPartition>,
+    pub buffered: HashMap<TopicPartition, Buffered>,
     pub rebalance: RebalanceStep,
     pub errors: VecDeque<ConsumerError>,
     pub async_commits_done: Vec<AsyncCommitDone>,
@@ -120,7 +136,7 @@ impl State {
             subscription_version: 0,
             assignment: BTreeMap::new(),
             buffer: VecDeque::new(),
-            buffered: HashSet::new(),
+            buffered: HashMap::new(),
             rebalance: RebalanceStep::None,
             errors: VecDeque::new(),
             async_commits_done: Vec::new(),
@@ -139,8 +155,39 @@ impl State {
 
     /// Drops the fetched records of `tp` (seek, revocation).
     pub fn drop_buffered(&mut self, tp: &TopicPartition) {
-        if self.buffered.remove(tp) {
+        if self.buffered.remove(tp).is_some() {
             self.buffer.retain(|c| c.tp != *tp);
+        }
+    }
+
+    /// Queues a fetched chunk for `poll()`.
+    pub fn push_fetch(&mut self, cf: CompletedFetch) {
+        let next_offset = cf
+            .error
+            .is_none()
+            .then_some(cf.next_offset.max(cf.position));
+        let b = self.buffered.entry(cf.tp.clone()).or_insert(Buffered {
+            chunks: 0,
+            next_offset: None,
+        });
+        b.chunks += 1;
+        b.next_offset = next_offset;
+        self.buffer.push_back(cf);
+    }
+
+    /// The offset to fetch `tp` from now, if it should be fetched: assigned, not blocked, with
+    /// a position, no checkpoint running, and room for one more chunk (which continues where
+    /// the buffered one ends).
+    pub fn fetch_offset(&self, tp: &TopicPartition) -> Option<i64> {
+        if self.checkpointing {
+            return None;
+        }
+        let st = self.assignment.get(tp).filter(|st| !st.blocked)?;
+        let position = st.position?;
+        match self.buffered.get(tp) {
+            None => Some(position),
+            Some(b) if b.chunks < MAX_CHUNKS => b.next_offset,
+            Some(_) => None,
         }
     }
 
@@ -184,14 +231,10 @@ impl State {
     }
 
     /// Whether records of `tp` fetched from `position` may be buffered: no checkpoint running,
-    /// the partition assigned and still at that position, nothing buffered for it yet.
+    /// the partition assigned, and `position` where its next chunk must start (its position,
+    /// or the end of the chunk already buffered) with room for it.
     pub fn accepts_fetch(&self, tp: &TopicPartition, position: i64) -> bool {
-        !self.checkpointing
-            && !self.buffered.contains(tp)
-            && self
-                .assignment
-                .get(tp)
-                .is_some_and(|st| st.position == Some(position) && !st.blocked)
+        self.fetch_offset(tp) == Some(position)
     }
 
     /// Takes up to `max` records from the buffer, advancing positions. Returns the records
@@ -209,7 +252,7 @@ impl State {
                 .is_some_and(|st| st.position == Some(cf.position) && !st.blocked);
             if !current {
                 let cf = self.buffer.pop_front().expect("front exists");
-                self.buffered.remove(&cf.tp);
+                unbuffer(&mut self.buffered, &cf.tp);
                 continue;
             }
             let take = (max - out.len()).min(cf.records.len());
@@ -228,7 +271,7 @@ impl State {
             }
             if cf.records.is_empty() {
                 let cf = self.buffer.pop_front().expect("front exists");
-                self.buffered.remove(&cf.tp);
+                unbuffer(&mut self.buffered, &cf.tp);
                 if let Some(e) = cf.error {
                     // Stay at the bad batch; the error is raised after the records before it.
                     if out.is_empty() {
@@ -244,6 +287,16 @@ impl State {
         }
         self.records_returned += out.len() as u64;
         (out, None)
+    }
+}
+
+/// A chunk of `tp` left the buffer.
+fn unbuffer(buffered: &mut HashMap<TopicPartition, Buffered>, tp: &TopicPartition) {
+    if let Some(b) = buffered.get_mut(tp) {
+        b.chunks = b.chunks.saturating_sub(1);
+        if b.chunks == 0 {
+            buffered.remove(tp);
+        }
     }
 }
 
@@ -306,10 +359,8 @@ mod tests {
         s.assignment.get_mut(&a).unwrap().position = Some(10);
         s.assignment.get_mut(&b).unwrap().position = Some(0);
         assert!(s.accepts_fetch(&a, 10) && !s.accepts_fetch(&a, 9));
-        s.buffer.push_back(fetched(&a, 10, 3, 20)); // a gap after 12: next fetch at 20
-        s.buffered.insert(a.clone());
-        s.buffer.push_back(fetched(&b, 5, 2, 7)); // stale: b is at 0
-        s.buffered.insert(b.clone());
+        s.push_fetch(fetched(&a, 10, 3, 20)); // a gap after 12: next fetch at 20
+        s.push_fetch(fetched(&b, 5, 2, 7)); // stale: b is at 0
         let (r, e) = s.drain(2);
         assert!(e.is_none());
         assert_eq!(r.iter().map(|r| r.offset).collect::<Vec<_>>(), [10, 11]);
@@ -331,12 +382,53 @@ mod tests {
         s.assignment.get_mut(&a).unwrap().position = Some(0);
         let mut cf = fetched(&a, 0, 2, 2);
         cf.error = Some(ConsumerError::illegal("bad"));
-        s.buffer.push_back(cf);
-        s.buffered.insert(a.clone());
+        s.push_fetch(cf);
+        assert_eq!(s.fetch_offset(&a), None, "nothing fetched past a bad batch");
         let (r, e) = s.drain(10);
         assert_eq!(r.len(), 2);
         assert!(e.is_none());
         assert_eq!(s.errors.len(), 1);
         assert_eq!(s.assignment[&a].position, Some(2), "stays at the bad batch");
+    }
+
+    #[test]
+    fn the_next_chunk_is_fetched_while_one_is_drained() {
+        let a = TopicPartition::new("t", 0);
+        let mut s = State::new(None);
+        s.set_assignment([a.clone()]);
+        s.assignment.get_mut(&a).unwrap().position = Some(0);
+        assert_eq!(s.fetch_offset(&a), Some(0));
+        s.push_fetch(fetched(&a, 0, 5, 5));
+        // The second chunk continues where the first ends, before poll() took anything.
+        assert_eq!(s.fetch_offset(&a), Some(5));
+        assert!(s.accepts_fetch(&a, 5) && !s.accepts_fetch(&a, 0));
+        s.push_fetch(fetched(&a, 5, 5, 12)); // ends in a gap: the next fetch starts at 12
+        assert_eq!(s.fetch_offset(&a), None, "two chunks at most");
+        let (r, _) = s.drain(3);
+        assert_eq!(r.iter().map(|r| r.offset).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(
+            s.fetch_offset(&a),
+            None,
+            "the first chunk is not drained yet"
+        );
+        let (r, _) = s.drain(3);
+        assert_eq!(r.iter().map(|r| r.offset).collect::<Vec<_>>(), [3, 4, 5]);
+        assert_eq!(
+            s.fetch_offset(&a),
+            Some(12),
+            "room again, after the second chunk"
+        );
+        let (r, _) = s.drain(10);
+        assert_eq!(r.iter().map(|r| r.offset).collect::<Vec<_>>(), [6, 7, 8, 9]);
+        assert_eq!(s.assignment[&a].position, Some(12));
+        assert!(s.buffered.is_empty());
+        assert_eq!(s.fetch_offset(&a), Some(12));
+        // A seek drops both chunks and fetches from the new position.
+        s.push_fetch(fetched(&a, 12, 2, 14));
+        s.push_fetch(fetched(&a, 14, 2, 16));
+        s.drop_buffered(&a);
+        s.assignment.get_mut(&a).unwrap().position = Some(3);
+        assert_eq!(s.fetch_offset(&a), Some(3));
+        assert!(s.buffer.is_empty());
     }
 }
