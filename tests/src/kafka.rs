@@ -154,6 +154,14 @@ impl Cluster {
         &self.bootstrap
     }
 
+    /// The brokers' ports, every node's.
+    pub fn ports(&self) -> std::collections::HashSet<u16> {
+        self.bootstrap
+            .split(',')
+            .filter_map(|s| s.rsplit_once(':')?.1.parse().ok())
+            .collect()
+    }
+
     /// How many nodes the cluster has (broker ids are 1..=brokers).
     pub fn brokers(&self) -> usize {
         self.brokers

@@ -227,3 +227,56 @@ pub fn size_of_files(dir: &Path, prefix: &str) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// Established TCP connections of this process to one of `ports`, from /proc.
+pub fn established_connections_to(ports: &std::collections::HashSet<u16>) -> usize {
+    let mut inodes = std::collections::HashSet::new();
+    for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        if let Ok(link) = std::fs::read_link(e.path()) {
+            let l = link.to_string_lossy();
+            if let Some(i) = l.strip_prefix("socket:[").and_then(|s| s.strip_suffix(']')) {
+                inodes.insert(i.to_owned());
+            }
+        }
+    }
+    let mut n = 0;
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() < 10 || cols[3] != "01" || !inodes.contains(cols[9]) {
+                continue;
+            }
+            let port = cols[2]
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            if port.is_some_and(|p| ports.contains(&p)) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// `crac ARGS…`, the `crac` command at `exe`, with the tests' criu.
+pub fn crac_command(exe: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(exe);
+    c.args(args).env("CRAC_CRIU", criu());
+    c
+}
+
+/// `crac checkpoint PID` (the `crac` command at `exe`, 120 s to answer): the exit code and
+/// stdout followed by stderr.
+pub fn crac_checkpoint(exe: &str, pid: i32) -> (i32, String) {
+    let o = crac_command(exe, &["checkpoint", &pid.to_string(), "--timeout", "120"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {exe}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code().unwrap_or(-1), text)
+}

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use crac_api::{CheckpointError, Context, Core, Outcome, Priority, Resource, ResourceError};
 use crac_noop as _;
 use crac_tests::kafka::Cluster;
+use crac_tests::process::established_connections_to;
 use kafka_client::{
     AutoOffsetReset, Consumer, ConsumerConfig, ConsumerRebalanceListener, Producer, ProducerConfig,
     ProducerRecord, TopicPartition,
@@ -29,45 +30,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn broker_ports(k: &Cluster) -> HashSet<u16> {
-    k.bootstrap()
-        .split(',')
-        .filter_map(|s| s.rsplit_once(':')?.1.parse().ok())
-        .collect()
-}
-
-/// Established TCP connections of this process to one of `ports`, from /proc.
-fn connections_to(ports: &HashSet<u16>) -> usize {
-    let mut inodes = HashSet::new();
-    for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
-        if let Ok(link) = std::fs::read_link(e.path()) {
-            let l = link.to_string_lossy();
-            if let Some(i) = l.strip_prefix("socket:[").and_then(|s| s.strip_suffix(']')) {
-                inodes.insert(i.to_owned());
-            }
-        }
-    }
-    let mut n = 0;
-    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(file) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            if cols.len() < 10 || cols[3] != "01" || !inodes.contains(cols[9]) {
-                continue;
-            }
-            let port = cols[2]
-                .rsplit_once(':')
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-            if port.is_some_and(|p| ports.contains(&p)) {
-                n += 1;
-            }
-        }
-    }
-    n
-}
-
 /// Runs after the consumer's `before_checkpoint` (file-descriptor level): counts the
 /// connections to the brokers at that moment.
 struct Probe {
@@ -77,7 +39,7 @@ struct Probe {
 
 impl Resource for Probe {
     fn before_checkpoint(&self, _: &Context) -> Result<(), ResourceError> {
-        *self.seen.lock().unwrap() = Some(connections_to(&self.ports));
+        *self.seen.lock().unwrap() = Some(established_connections_to(&self.ports));
         Ok(())
     }
     fn after_restore(&self, _: &Context) -> Result<(), ResourceError> {
@@ -87,7 +49,7 @@ impl Resource for Probe {
 
 fn probe(k: &Cluster) -> Arc<Probe> {
     let p = Arc::new(Probe {
-        ports: broker_ports(k),
+        ports: k.ports(),
         seen: Mutex::new(None),
     });
     Core::global_context().register_with_priority(&p, Priority::FileDescriptors);

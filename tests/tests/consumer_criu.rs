@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crac_tests::kafka::{Cluster, ConsumedRecord};
-use crac_tests::process::{Proc, TempDir, alive, criu, field, must};
+use crac_tests::process::{Proc, TempDir, alive, crac_checkpoint, crac_command, criu, field, must};
 use crac_tests::stream::check_stream;
 
 const CONSUMER: &str = env!("CARGO_BIN_EXE_kafka_consumer_service");
@@ -41,22 +41,12 @@ fn kafka3() -> &'static Cluster {
 }
 
 fn crac(args: &[&str]) -> Command {
-    let mut c = Command::new(CRAC);
-    c.args(args).env("CRAC_CRIU", criu());
-    c
+    crac_command(CRAC, args)
 }
 
 /// `crac checkpoint PID`: (exit code, stdout + stderr).
 fn checkpoint(pid: i32) -> (i32, String) {
-    let o = crac(&["checkpoint", &pid.to_string(), "--timeout", "120"])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.code().unwrap_or(-1), text)
+    crac_checkpoint(CRAC, pid)
 }
 
 fn restore(img: &Path, name: &str) -> Proc {

@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crac_tests::process::{Proc, TempDir, alive, criu, field, must, proc_status, size_of_files};
+use crac_tests::process::{
+    Proc, TempDir, alive, crac_command, criu, field, must, proc_status, size_of_files,
+};
 
 const APP: &str = env!("CARGO_BIN_EXE_criu_app");
 const CRAC: &str = env!("CARGO_BIN_EXE_crac-under-test");
@@ -38,9 +40,7 @@ fn app(dir: &Path, env: &[(&str, &str)]) -> Command {
 
 /// `crac ARGS…` with the tests' criu.
 fn crac(args: &[&str]) -> Command {
-    let mut c = Command::new(CRAC);
-    c.args(args).env("CRAC_CRIU", criu());
-    c
+    crac_command(CRAC, args)
 }
 
 /// Waits for a program CRIU dumped in stop mode to be gone: CRIU kills it with SIGKILL.

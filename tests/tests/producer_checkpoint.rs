@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use crac_api::{CheckpointError, Context, Core, Outcome, Priority, Resource, ResourceError};
 use crac_noop as _;
 use crac_tests::kafka::Cluster;
+use crac_tests::process::established_connections_to;
 use kafka_client::{DeliveryFuture, ProduceError, Producer, ProducerConfig, ProducerRecord};
 
 fn kafka() -> &'static Cluster {
@@ -25,45 +26,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     // (producer_criu.rs does that).
     assert_eq!(Core::engine_name(), Some("noop"));
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn broker_ports(k: &Cluster) -> HashSet<u16> {
-    k.bootstrap()
-        .split(',')
-        .filter_map(|s| s.rsplit_once(':')?.1.parse().ok())
-        .collect()
-}
-
-/// Established TCP connections of this process to one of `ports`, from /proc.
-fn connections_to(ports: &HashSet<u16>) -> usize {
-    let mut inodes = HashSet::new();
-    for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
-        if let Ok(link) = std::fs::read_link(e.path()) {
-            let l = link.to_string_lossy();
-            if let Some(i) = l.strip_prefix("socket:[").and_then(|s| s.strip_suffix(']')) {
-                inodes.insert(i.to_owned());
-            }
-        }
-    }
-    let mut n = 0;
-    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(file) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            if cols.len() < 10 || cols[3] != "01" || !inodes.contains(cols[9]) {
-                continue;
-            }
-            let port = cols[2]
-                .rsplit_once(':')
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-            if port.is_some_and(|p| ports.contains(&p)) {
-                n += 1;
-            }
-        }
-    }
-    n
 }
 
 /// The `send()` started while the checkpoint runs: how long it waited, what it returned.
@@ -81,8 +43,10 @@ struct Probe {
 
 impl Resource for Probe {
     fn before_checkpoint(&self, _: &Context) -> Result<(), ResourceError> {
-        *self.seen.lock().unwrap() =
-            Some((connections_to(&self.ports), self.producer.pending_records()));
+        *self.seen.lock().unwrap() = Some((
+            established_connections_to(&self.ports),
+            self.producer.pending_records(),
+        ));
         if self.send_during {
             let p = self.producer.clone();
             let h = std::thread::spawn(move || {
@@ -113,7 +77,7 @@ impl Resource for Probe {
 
 fn probe(k: &Cluster, producer: &Producer, send_during: bool) -> Arc<Probe> {
     let p = Arc::new(Probe {
-        ports: broker_ports(k),
+        ports: k.ports(),
         producer: producer.clone(),
         send_during,
         seen: Mutex::new(None),
@@ -153,7 +117,7 @@ fn checkpoint_delivers_everything_closes_connections_and_resumes() {
         })
         .collect();
     assert!(producer.pending_records() > 0);
-    assert!(connections_to(&broker_ports(k)) > 0);
+    assert!(established_connections_to(&k.ports()) > 0);
     let probe = probe(k, &producer, true);
 
     let t = Instant::now();

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crac_tests::kafka::Cluster;
-use crac_tests::process::{Proc, TempDir, alive, criu, must};
+use crac_tests::process::{Proc, TempDir, alive, crac_checkpoint, crac_command, criu, must};
 use crac_tests::stream::check_stream;
 
 const SERVICE: &str = env!("CARGO_BIN_EXE_kafka_service");
@@ -22,13 +22,6 @@ const T: Duration = Duration::from_secs(180);
 fn kafka3() -> &'static Cluster {
     static C: OnceLock<Cluster> = OnceLock::new();
     C.get_or_init(|| Cluster::start(3))
-}
-
-fn broker_ports(k: &Cluster) -> Vec<u16> {
-    k.bootstrap()
-        .split(',')
-        .filter_map(|s| s.rsplit_once(':')?.1.parse().ok())
-        .collect()
 }
 
 fn service(k: &Cluster, topic: &str, img: &std::path::Path, env: &[(&str, &str)]) -> Proc {
@@ -48,22 +41,12 @@ fn service(k: &Cluster, topic: &str, img: &std::path::Path, env: &[(&str, &str)]
 }
 
 fn crac(args: &[&str]) -> Command {
-    let mut c = Command::new(CRAC);
-    c.args(args).env("CRAC_CRIU", criu());
-    c
+    crac_command(CRAC, args)
 }
 
 /// `crac checkpoint PID`: (exit code, stdout + stderr).
 fn checkpoint(pid: i32) -> (i32, String) {
-    let o = crac(&["checkpoint", &pid.to_string(), "--timeout", "120"])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.code().unwrap_or(-1), text)
+    crac_checkpoint(CRAC, pid)
 }
 
 fn restore(img: &std::path::Path, extra: &[&str], name: &str) -> Proc {
@@ -211,7 +194,7 @@ fn without_the_resource_the_fd_check_names_the_kafka_sockets() {
     let acked = wait_acked(&mut s, 50);
     let (code, text) = checkpoint(pid);
     assert_ne!(code, 0, "{text}");
-    let ports = broker_ports(k);
+    let ports = k.ports();
     let named: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("TCP 127.0.0.1:") && l.contains("is still open"))
