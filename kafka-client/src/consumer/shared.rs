@@ -105,7 +105,8 @@ pub(crate) struct State {
     pub subscription_version: u64,
     pub assignment: BTreeMap<TopicPartition, PartitionState>,
     pub buffer: VecDeque<CompletedFetch>,
-    /// Partitions with a `CompletedFetch` in `buffer`.
+    /// Partitions with a `CompletedFetch` in `buffer`: how many, and where the next fetch
+    /// continues ([`State::fetch_offset`]).
     pub buffered: HashMap<TopicPartition, Buffered>,
     pub rebalance: RebalanceStep,
     pub errors: VecDeque<ConsumerError>,
