@@ -301,6 +301,17 @@ fn cmd_check(term: &mut Term<'_>) -> i32 {
              install util-linux",
         ),
     }
+    match mount_fs_type("/run") {
+        Some(t) if t == "tmpfs" => {
+            term.print("ok      /run is tmpfs (criu keeps its kernel probe in /run/criu.kdat)")
+        }
+        t => term.print(&format!(
+            "note    /run is not tmpfs ({}): criu keeps no kernel probe cache (criu.kdat) \
+             and probes the kernel again at every dump and restore (tens of ms each); \
+             mount a tmpfs on /run to save that",
+            t.as_deref().unwrap_or("no mount of its own")
+        )),
+    }
     if problems == 0 {
         term.print("checkpoints can work here");
         0
@@ -310,12 +321,44 @@ fn cmd_check(term: &mut Term<'_>) -> i32 {
     }
 }
 
+/// The filesystem type of the mount at exactly `mount_point` in this mount namespace (the last
+/// one, which hides those below it), from /proc/self/mountinfo.
+fn mount_fs_type(mount_point: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    fs_type_in_mountinfo(&text, mount_point)
+}
+
+fn fs_type_in_mountinfo(text: &str, mount_point: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|line| {
+            // "id parent major:minor root mount-point options [optional…] - type source super"
+            let (fields, rest) = line.split_once(" - ")?;
+            let point = fields.split(' ').nth(4)?;
+            (point == mount_point).then(|| rest.split(' ').next().map(str::to_owned))?
+        })
+        .next_back()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn mount_type_comes_from_the_last_mount_at_that_point() {
+        let info = "\
+22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+25 22 0:23 / /run rw,nosuid shared:5 - ext4 /dev/sda2 rw
+26 25 0:24 / /run rw,nosuid shared:6 - tmpfs tmpfs rw,mode=755
+27 26 0:25 / /run/lock rw master:3 - tmpfs tmpfs rw
+";
+        assert_eq!(fs_type_in_mountinfo(info, "/run").as_deref(), Some("tmpfs"));
+        assert_eq!(fs_type_in_mountinfo(info, "/").as_deref(), Some("ext4"));
+        assert_eq!(fs_type_in_mountinfo(info, "/srv"), None);
+        assert_eq!(fs_type_in_mountinfo("garbage\n", "/run"), None);
     }
 
     #[test]
