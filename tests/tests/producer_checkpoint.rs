@@ -49,8 +49,10 @@ impl Resource for Probe {
         ));
         if self.send_during {
             let p = self.producer.clone();
+            // Timed from here, not from when the thread gets a CPU (late on a loaded machine):
+            // the thread is still running after the sleep below, so it waited at least that.
+            let t = Instant::now();
             let h = std::thread::spawn(move || {
-                let t = Instant::now();
                 let r = p.send(
                     ProducerRecord::new("ckpt")
                         .key(b"during")

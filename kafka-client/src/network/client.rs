@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -305,28 +305,35 @@ impl<T> NetworkClient<T> {
                 i += 1;
             }
         }
-        let done: Vec<i32> = self
+        let connecting: Vec<i32> = self
             .nodes
             .iter()
-            .filter(|(_, n)| {
-                n.connecting
-                    .as_ref()
-                    .is_some_and(|a| a.thread.is_finished())
-            })
+            .filter(|(_, n)| n.connecting.is_some())
             .map(|(id, _)| *id)
             .collect();
         let mut out = Vec::new();
-        for node_id in done {
+        for node_id in connecting {
+            // The result says the attempt is over, not the thread's end: the thread sends the
+            // result, then the wakeup, and may not have returned when the wakeup is handled.
+            let result = {
+                let a = self.nodes[&node_id]
+                    .connecting
+                    .as_ref()
+                    .expect("listed above");
+                match a.result.try_recv() {
+                    Ok(r) => r,
+                    Err(TryRecvError::Empty) => continue,
+                    Err(TryRecvError::Disconnected) => Err(NetworkError::Resolve {
+                        host: a.target.clone(),
+                        reason: "connect thread ended without a result".into(),
+                    }),
+                }
+            };
             let backoff = self.backoff(node_id);
             let node = self.nodes.get_mut(&node_id).expect("listed above");
             let a = node.connecting.take().expect("listed above");
+            // It ends right after sending; joining only reaps it.
             let _ = a.thread.join();
-            let result = a.result.try_recv().unwrap_or_else(|_| {
-                Err(NetworkError::Resolve {
-                    host: a.target.clone(),
-                    reason: "connect thread ended without a result".into(),
-                })
-            });
             match result {
                 Ok(conn) => {
                     tracing::info!(node_id, addr = %conn.addr, "connected to broker");
