@@ -58,6 +58,7 @@ pub fn run(args: &[String], term: &mut Term<'_>) -> i32 {
         Some("restore") => cmd_restore(&args[1..], term),
         Some("checkpoint") => cmd_checkpoint(&args[1..], term),
         Some("check") => Ok(cmd_check(term)),
+        Some(crate::pidns::INIT_COMMAND) => crate::pidns::run_init(&args[1..]),
         Some("-h") | Some("--help") | Some("help") => {
             term.print(USAGE);
             Ok(0)
@@ -132,25 +133,23 @@ fn cmd_restore(args: &[String], term: &mut Term<'_>) -> Result<i32, String> {
         let _ = writeln!(term.err, "crac: {m}");
     })
     .map_err(|e| e.to_string())?;
-    match r.ns_pid {
-        Some(ns) => term.say(&format!(
-            "restored pid {} (pid {ns} in its own PID namespace) from {} in {:.1} ms",
-            r.pid,
-            opts.image_dir.display(),
-            r.took.as_secs_f64() * 1e3
-        )),
-        None => term.say(&format!(
-            "restored pid {} from {} in {:.1} ms",
-            r.pid,
-            opts.image_dir.display(),
-            r.took.as_secs_f64() * 1e3
-        )),
-    }
+    let pid = match (r.pid, r.ns_pid) {
+        (Some(p), Some(ns)) => format!("{p} (pid {ns} in its own PID namespace)"),
+        (Some(p), None) => p.to_string(),
+        // It ran and ended before we looked: its status below is what counts.
+        (None, Some(ns)) => format!("{ns} of its own PID namespace"),
+        (None, None) => "?".to_owned(),
+    };
+    term.say(&format!(
+        "restored pid {pid} from {} in {:.1} ms",
+        opts.image_dir.display(),
+        r.took.as_secs_f64() * 1e3
+    ));
     if detach {
         return Ok(0);
     }
-    let pid = r.pid;
     let code = r.wait().map_err(|e| e.to_string())?;
+    let pid = pid.split(' ').next().unwrap_or("?");
     term.say(&format!("restored pid {pid} exited with status {code}"));
     Ok(code)
 }

@@ -38,6 +38,7 @@ pub mod engine;
 pub mod error;
 pub mod fdcheck;
 pub mod image;
+pub mod pidns;
 pub mod restore;
 pub mod rpc;
 mod sys;

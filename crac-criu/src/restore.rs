@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::{Error, ErrorKind};
 use crate::image::{self, Metadata};
+use crate::pidns::{self, InitReport};
 use crate::{criu, engine, sys};
 
 /// How to restore.
@@ -22,16 +23,21 @@ pub struct RestoreOptions {
     pub env: Vec<(String, String)>,
     /// How long to wait for a PID of the image that a not-yet-reaped process still holds.
     pub pid_wait: Duration,
+    /// With `pidns`: the program that runs [`pidns::INIT_COMMAND`] (its `main` must hand
+    /// its arguments to [`crate::cli::run`]); default: this executable.
+    pub init_exe: Option<PathBuf>,
 }
 
 /// A restore in progress: the restored process runs.
 #[derive(Debug)]
 pub struct Restore {
-    /// The restored process's pid as seen from here.
-    pub pid: i32,
+    /// The restored process's pid as seen from here (`None`: with `--pidns`, it had already
+    /// ended when the restore was over).
+    pub pid: Option<i32>,
     /// Its pid inside its own PID namespace (`--pidns`; the image's pid).
     pub ns_pid: Option<i32>,
-    /// `unshare` (with `--pidns`), whose exit ends the restored copy.
+    /// `unshare` (with `--pidns`), whose exit ends the restored copy and whose status is the
+    /// restored process's.
     child: Option<Child>,
     /// Restore duration: from start to the restored process running.
     pub took: Duration,
@@ -204,10 +210,10 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         log.clone(),
         "--pidfile".into(),
         pidfile.display().to_string(),
+        // criu's own exit status says whether the restore worked (with --pidns, our init
+        // adopts the restored process; see pidns.rs).
+        "--restore-detached".into(),
     ];
-    if !opts.pidns {
-        args.push("--restore-detached".into());
-    }
     // Hand our own fds 0–2 to the restored process where its originals were pipes, sockets or
     // files (so output reaches us, and a log file that grew does not fail the restore).
     let mut keys = Vec::new();
@@ -252,10 +258,25 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         drop(env_w);
     }
 
+    let mut status = None;
     let mut cmd = if opts.pidns {
+        let (r, w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
+        sys::set_cloexec(&w, false).map_err(|e| io_err("fcntl", e))?;
+        let init = match &opts.init_exe {
+            Some(p) => p.clone(),
+            None => std::env::current_exe().map_err(|e| io_err("current_exe", e))?,
+        };
         let mut c = Command::new("unshare");
-        c.args(["--pid", "--fork", "--mount-proc", "--kill-child"]);
-        c.arg(&criu.path);
+        c.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+            .arg(init)
+            .arg(pidns::INIT_COMMAND)
+            .arg("--status-fd")
+            .arg(w.as_raw_fd().to_string())
+            .arg("--pidfile")
+            .arg(&pidfile)
+            .arg("--")
+            .arg(&criu.path);
+        status = Some((r, w));
         c
     } else {
         Command::new(&criu.path)
@@ -265,7 +286,11 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
     tracing::debug!(?cmd, "starting criu restore");
-    let mut child = cmd.spawn().map_err(|e| {
+    let spawned = cmd.spawn();
+    drop(env_r);
+    // Only the init holds the status pipe's write end now: its end is our EOF.
+    let status = status.map(|(r, _w)| r);
+    let mut child = spawned.map_err(|e| {
         Error::new(
             ErrorKind::Unavailable,
             if opts.pidns {
@@ -275,7 +300,6 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
             },
         )
     })?;
-    drop(env_r);
     let restore_log = dir.join(&log);
     let fail = |what: String| {
         Error::new(
@@ -288,61 +312,69 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         )
     };
 
-    if !opts.pidns {
-        let status = child.wait().map_err(|e| io_err("wait for criu", e))?;
+    let Some(status) = status else {
+        let st = child.wait().map_err(|e| io_err("wait for criu", e))?;
         let ns = fs::read_to_string(&pidfile).ok();
         fs::remove_file(&pidfile).ok();
-        if !status.success() {
-            return Err(fail(format!("criu restore failed ({status})")));
+        if !st.success() {
+            return Err(fail(format!("criu restore failed ({st})")));
         }
         let pid = ns
             .and_then(|s| s.trim().parse().ok())
             .ok_or_else(|| fail("criu restore wrote no pid".into()))?;
         return Ok(Restore {
-            pid,
+            pid: Some(pid),
             ns_pid: None,
             child: None,
             took: started.elapsed(),
         });
-    }
+    };
 
-    // --pidns: criu stays as the namespace's init; wait for its pidfile.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(status) = child
-            .try_wait()
-            .map_err(|e| io_err("wait for unshare", e))?
-        {
-            fs::remove_file(&pidfile).ok();
-            return Err(fail(format!(
-                "criu restore in a new PID namespace failed ({status})"
-            )));
+    // --pidns: the init says when criu is done, and how it went.
+    match pidns::read_report(status, Duration::from_secs(120)) {
+        Some(InitReport::Restored(ns_pid)) => Ok(Restore {
+            pid: host_pid(child.id() as i32, ns_pid),
+            ns_pid: Some(ns_pid),
+            child: Some(child),
+            took: started.elapsed(),
+        }),
+        Some(InitReport::Failed(why)) => {
+            let _ = child.wait();
+            Err(fail(format!("restore in a new PID namespace: {why}")))
         }
-        if let Some(ns_pid) = fs::read_to_string(&pidfile)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-        {
-            // unshare -> criu (ns pid 1) -> restored process
-            let host = children(child.id() as i32)
-                .into_iter()
-                .flat_map(children)
-                .next();
-            if let Some(pid) = host {
-                fs::remove_file(&pidfile).ok();
-                return Ok(Restore {
-                    pid,
-                    ns_pid: Some(ns_pid),
-                    child: Some(child),
-                    took: started.elapsed(),
-                });
-            }
-        }
-        if Instant::now() > deadline {
+        None => {
+            // Killing unshare kills the init (--kill-child), and with it the namespace.
             let _ = child.kill();
-            return Err(fail("criu restore did not finish in 120 s".into()));
+            let _ = child.wait();
+            fs::remove_file(&pidfile).ok();
+            Err(fail("criu restore did not finish in 120 s".into()))
         }
-        std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// The host pid of the process that is `ns_pid` in the namespace whose init is the child of
+/// `unshare_pid` (`None` if it has already ended and been reaped).
+fn host_pid(unshare_pid: i32, ns_pid: i32) -> Option<i32> {
+    children(unshare_pid)
+        .into_iter()
+        .flat_map(children)
+        .find(|&p| ns_pids(p).last() == Some(&ns_pid))
+}
+
+/// The `NSpid:` line of `/proc/PID/status`: the pid in each nested namespace, outermost first.
+fn ns_pids(pid: i32) -> Vec<i32> {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("NSpid:").map(|v| {
+                    v.split_whitespace()
+                        .filter_map(|x| x.parse().ok())
+                        .collect()
+                })
+            })
+        })
+        .unwrap_or_default()
 }
 
 impl Restore {
@@ -354,14 +386,15 @@ impl Restore {
             use std::os::unix::process::ExitStatusExt;
             return Ok(st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)));
         }
+        let Some(me) = self.pid else { return Ok(0) };
         loop {
             match sys::wait_any().map_err(|e| io_err("waitpid", e))? {
-                Some((pid, status)) if pid == self.pid => return Ok(sys::exit_code(status)),
+                Some((pid, status)) if pid == me => return Ok(sys::exit_code(status)),
                 Some(_) => continue,
                 None => {
                     // Not our child (we are not a subreaper): poll until it is gone.
-                    while Path::new(&format!("/proc/{}", self.pid)).exists()
-                        && pid_state(self.pid).is_some_and(|s| s.0 != 'Z')
+                    while Path::new(&format!("/proc/{me}")).exists()
+                        && pid_state(me).is_some_and(|s| s.0 != 'Z')
                     {
                         std::thread::sleep(Duration::from_millis(20));
                     }

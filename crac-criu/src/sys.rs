@@ -38,6 +38,22 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Takes ownership of a descriptor this process inherited by number (a pipe end a parent
+/// left open across `exec`, named on the command line), after checking that it is open.
+pub fn inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
+    if fd < 3 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("fd {fd} is a standard stream, not an inherited pipe"),
+        ));
+    }
+    // SAFETY: F_GETFD takes no pointers; it fails with EBADF if `fd` is not open.
+    cvt(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    // SAFETY: the descriptor is open, and nothing else in this process knows its number
+    // (it came from the parent, by the argument the caller parsed); from here on it is owned.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Sets or clears `FD_CLOEXEC`.
 pub fn set_cloexec(fd: &impl AsRawFd, on: bool) -> io::Result<()> {
     let fd = fd.as_raw_fd();

@@ -220,6 +220,52 @@ fn leave_running_goes_on_and_three_copies_run_beside_it() {
     assert!(alive(pid), "the original still runs");
 }
 
+/// A restored copy that ends at once is a success, and `crac restore` exits with its status,
+/// with and without `--pidns` (the restore is over when criu says so, not when a poll sees it).
+#[test]
+fn a_copy_that_ends_at_once_is_a_success_with_its_own_status() {
+    let dir = TempDir::new("ends-at-once");
+    let img = dir.join("image");
+    let mut orig = Proc::spawn("criu_app", &mut app(&img, &[]));
+    orig.expect("ready ", T);
+    assert_killed_by_dump(&mut orig);
+    let img = img.to_str().unwrap();
+    for (i, (pidns, code)) in [
+        (true, 0),
+        (true, 3),
+        (false, 3),
+        (true, 0),
+        (true, 7),
+        (false, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut args = vec!["restore", img, "--env", "APP_STAY_MS=0"];
+        let exit = format!("APP_EXIT={code}");
+        args.extend(["--env", &exit]);
+        if pidns {
+            args.push("--pidns");
+        }
+        let o = crac(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        let what = format!("restore {i} (--pidns {pidns}, exit {code}):\n{out}{err}");
+        assert_eq!(o.status.code(), Some(code), "{what}");
+        assert!(!err.contains("error"), "{what}");
+        assert!(out.contains("outcome=restored"), "the copy ran: {what}");
+        assert!(
+            err.contains(&format!("exited with status {code}")),
+            "{what}"
+        );
+    }
+}
+
 #[test]
 fn a_listening_socket_serves_after_restore() {
     let dir = TempDir::new("listen");

@@ -10,6 +10,7 @@
 //! - `APP_LISTEN=1`: hold a listening TCP socket; after the checkpoint, serve one connection.
 //! - `APP_STAY_MS` (default 300): how long to keep running after the checkpoint returned; a
 //!   restorer may override it for a copy with `crac restore --env APP_STAY_MS=…`.
+//! - `APP_EXIT` (restorer only, default 0): the exit status of a restored copy.
 //!
 //! Every line it prints is `key=value` words, flushed at once, so the test can check it.
 
@@ -266,4 +267,10 @@ fn main() {
         .unwrap_or(stay);
     std::thread::sleep(stay);
     say("exit");
+    // And with which status (`--env APP_EXIT=3`): the restorer must report it.
+    let code = Core::management()
+        .restore_var("APP_EXIT")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    std::process::exit(code);
 }
