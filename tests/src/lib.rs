@@ -3,3 +3,4 @@
 pub mod kafka;
 pub mod process;
 pub mod stream;
+pub mod warm;

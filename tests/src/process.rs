@@ -3,6 +3,11 @@
 //! The test programs print `key=value` words per line (see `src/bin/criu_app.rs`); a test
 //! waits for a line with a given prefix and picks fields out of it. On a timeout the panic
 //! message carries every line the program printed, which is what one needs to debug it.
+//!
+//! Lines are events, not a script: a program's threads print in whatever order they are
+//! scheduled, so [`Proc::expect`] takes the first line with its prefix that no earlier
+//! `expect` took, wherever it stands; lines it passes over stay for later calls. Waiting for
+//! `a` then `b` therefore works whichever of the two was printed first.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -17,6 +22,8 @@ pub struct Proc {
     name: String,
     child: Option<Child>,
     lines: Receiver<String>,
+    /// Lines received and not yet taken by an `expect`, in the order they came.
+    pending: Vec<String>,
     seen: Arc<Mutex<Vec<String>>>,
 }
 
@@ -55,6 +62,7 @@ impl Proc {
             name: name.to_owned(),
             child: Some(child),
             lines: rx,
+            pending: Vec::new(),
             seen,
         }
     }
@@ -69,14 +77,42 @@ impl Proc {
         self.seen.lock().unwrap().join("\n")
     }
 
-    /// Waits for the next line starting with `prefix` (skipping others) and returns it.
+    /// Takes the first line starting with `prefix` not taken before (lines printed in
+    /// between stay for other calls), waiting up to `timeout` for one to come.
     pub fn expect(&mut self, prefix: &str, timeout: Duration) -> String {
+        self.expect_where(prefix, timeout, |_| true)
+    }
+
+    /// Like [`Proc::expect`], for the first such line that `pred` also accepts (lines with the
+    /// prefix that it refuses are taken and dropped: it is for "the first `progress` line with
+    /// at least N acked", where the earlier ones are of no further use).
+    pub fn expect_where(
+        &mut self,
+        prefix: &str,
+        timeout: Duration,
+        mut pred: impl FnMut(&str) -> bool,
+    ) -> String {
+        let mut i = 0;
+        while i < self.pending.len() {
+            if self.pending[i].starts_with(prefix) {
+                let l = self.pending.remove(i);
+                if pred(&l) {
+                    return l;
+                }
+            } else {
+                i += 1;
+            }
+        }
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(l) if l.starts_with(prefix) => return l,
-                Ok(_) => continue,
+                Ok(l) if l.starts_with(prefix) => {
+                    if pred(&l) {
+                        return l;
+                    }
+                }
+                Ok(l) => self.pending.push(l),
                 Err(RecvTimeoutError::Timeout) => panic!(
                     "{}: no line starting with `{prefix}` within {timeout:?}; it printed:\n{}",
                     self.name,

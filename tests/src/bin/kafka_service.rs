@@ -16,14 +16,19 @@
 //!
 //! Environment (the restorer may override `SVC_INSTANCE`, `SVC_FINAL`, `SVC_RATE`):
 //! - `SVC_BOOTSTRAP`, `SVC_TOPIC`: where to produce (required).
-//! - `SVC_INSTANCE` (default `a`), `SVC_STATE_MB` (default 64), `SVC_RATE` records/s (default
-//!   500), `SVC_QUIESCE` (default 0), `SVC_REGISTER` (default 1: register the producer's
-//!   resource; 0: `crac.register=false`), `SVC_PROPS` extra producer properties
-//!   `k=v,k=v`.
+//! - `SVC_WARM`: the warm state (`src/warm.rs`): `catalog:ITEMS` (a catalog parsed and
+//!   indexed) or `fill:MB` (a filled table); default `fill:SVC_STATE_MB` (default 64).
+//! - `SVC_CACHE_TOPIC=TOPIC:PARTITIONS`: also read that whole topic at start into a cache (key
+//!   -> value), as a service warms a cache from the cluster; each record sent carries the
+//!   cached value of its key, if any, in a `cached` header.
+//! - `SVC_INSTANCE` (default `a`), `SVC_RATE` records/s (default 500), `SVC_QUIESCE` (default
+//!   0), `SVC_REGISTER` (default 1: register the producer's resource; 0:
+//!   `crac.register=false`), `SVC_PROPS` extra producer properties `k=v,k=v`.
 //! - `SVC_FINAL=N`: after N more records, flush, close and exit (given at start or by the
 //!   restorer).
 //!
-//! Output, one `key=value` line each: `ready …`, `progress …` every 250 ms, `restored …` after
+//! Output, one `key=value` line each: `ready …` (with `state_ms`, the time the warm state
+//! took, `cache_ms` and `cache_records`, and `state_sum`, its digest), `progress …` every 250 ms, `restored …` after
 //! each restore (`next_seq`: with `SVC_QUIESCE=1`, the first number this copy sends), `blocked_send seq=… gen_before=… gen_after=…` when a `send()` waited across a
 //! checkpoint, `checkpoint_error …`, `delivery_error …`, and `done …` at the end. Logs of the
 //! client (warnings and errors) go to stderr.
@@ -37,9 +42,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
+
 use crac_api::{Context, Core, Priority, Resource, ResourceError};
 use crac_criu as _;
-use kafka_client::{Header, Producer, ProducerRecord};
+use crac_tests::warm::WarmState;
+use kafka_client::{Consumer, Header, Producer, ProducerRecord, TopicPartition};
 use parking_lot::{Condvar, Mutex};
 
 fn say(line: &str) {
@@ -61,26 +69,17 @@ fn setting(key: &str, default: &str) -> String {
 }
 
 fn parse<T: std::str::FromStr>(key: &str, v: &str) -> T {
-    v.parse().unwrap_or_else(|_| {
-        eprintln!("kafka_service: {key}={v} is not valid");
-        std::process::exit(2)
-    })
+    v.parse()
+        .unwrap_or_else(|_| fail(&format!("{key}={v} is not valid")))
 }
 
-/// Warm state: a table that takes real work to build (as parsing or indexing would).
-fn build_state(mb: usize) -> Vec<u64> {
-    let n = mb * 1024 * 1024 / 8;
-    let mut v = Vec::with_capacity(n);
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    for _ in 0..n {
-        for _ in 0..16 {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-        }
-        v.push(x.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    }
-    v
+fn fail(msg: &str) -> ! {
+    eprintln!("kafka_service: {msg}");
+    std::process::exit(2)
+}
+
+fn required(key: &str) -> String {
+    std::env::var(key).unwrap_or_else(|_| fail(&format!("set {key}")))
 }
 
 /// Parks the sending loop for a checkpoint (application level: before the producer drains,
@@ -149,32 +148,79 @@ struct Stats {
     first_ack_gen: AtomicU64,
 }
 
-fn main() {
-    let started = Instant::now();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SVC_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+/// A cache filled from the cluster: every record of `topic` (its `partitions`), last value
+/// per key, read with the consumer from the first offset to the end offsets found at start.
+fn fill_cache(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+) -> Result<HashMap<Vec<u8>, Vec<u8>>, String> {
+    let consumer = Consumer::from_properties([
+        ("bootstrap.servers", bootstrap),
+        ("client.id", "kafka-service-cache"),
+        ("crac.register", "false"),
+    ])
+    .map_err(|e| e.to_string())?;
+    let tps: Vec<TopicPartition> = (0..partitions)
+        .map(|p| TopicPartition::new(topic, p))
+        .collect();
+    let err = |e: kafka_client::ConsumerError| format!("cache from {topic}: {e}");
+    consumer.assign(&tps).map_err(err)?;
+    consumer.seek_to_end(&tps).map_err(err)?;
+    let ends = tps
+        .iter()
+        .map(|tp| consumer.position(tp))
+        .collect::<Result<Vec<i64>, _>>()
+        .map_err(err)?;
+    consumer.seek_to_beginning(&tps).map_err(err)?;
+    let mut cache = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let done = tps
+            .iter()
+            .zip(&ends)
+            .map(|(tp, &end)| consumer.position(tp).map(|p| p >= end))
+            .collect::<Result<Vec<bool>, _>>()
+            .map_err(err)?;
+        if done.iter().all(|d| *d) {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "cache from {topic}: not read to its end within 120 s"
+            ));
+        }
+        for r in &consumer.poll(Duration::from_millis(200)).map_err(err)? {
+            if let (Some(k), Some(v)) = (&r.key, &r.value) {
+                cache.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    consumer.close(Duration::from_secs(10)).map_err(err)?;
+    Ok(cache)
+}
 
-    let bootstrap = std::env::var("SVC_BOOTSTRAP").unwrap_or_else(|_| {
-        eprintln!("kafka_service: set SVC_BOOTSTRAP");
-        std::process::exit(2)
+/// The start-time settings.
+struct Settings {
+    bootstrap: String,
+    topic: String,
+    warm: String,
+    cache: Option<(String, i32)>,
+    quiesce: bool,
+    props: Vec<(String, String)>,
+    final_target: Option<u64>,
+}
+
+fn settings() -> Settings {
+    let bootstrap = required("SVC_BOOTSTRAP");
+    let warm = std::env::var("SVC_WARM")
+        .unwrap_or_else(|_| format!("fill:{}", env_or("SVC_STATE_MB", "64")));
+    let cache = std::env::var("SVC_CACHE_TOPIC").ok().map(|v| {
+        let (t, n) = v
+            .rsplit_once(':')
+            .unwrap_or_else(|| fail(&format!("SVC_CACHE_TOPIC={v}: expected TOPIC:PARTITIONS")));
+        (t.to_owned(), parse::<i32>("SVC_CACHE_TOPIC partitions", n))
     });
-    let topic = std::env::var("SVC_TOPIC").unwrap_or_else(|_| {
-        eprintln!("kafka_service: set SVC_TOPIC");
-        std::process::exit(2)
-    });
-    let state_mb: usize = parse("SVC_STATE_MB", &env_or("SVC_STATE_MB", "64"));
-    let quiesce_on = env_or("SVC_QUIESCE", "0") == "1";
-
-    let t = Instant::now();
-    let state = build_state(state_mb);
-    let state_ms = t.elapsed().as_millis();
-
     let mut props: Vec<(String, String)> = vec![
         ("bootstrap.servers".into(), bootstrap.clone()),
         (
@@ -186,116 +232,124 @@ fn main() {
         props.push(("crac.register".into(), "false".into()));
     }
     for kv in env_or("SVC_PROPS", "").split(',').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap_or_else(|| {
-            eprintln!("kafka_service: SVC_PROPS entry `{kv}` is not key=value");
-            std::process::exit(2)
-        });
+        let (k, v) = kv
+            .split_once('=')
+            .unwrap_or_else(|| fail(&format!("SVC_PROPS entry `{kv}` is not key=value")));
         props.push((k.trim().into(), v.trim().into()));
     }
-    let producer = match Producer::from_properties(props) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("kafka_service: {e}");
-            std::process::exit(2)
-        }
-    };
-
-    let seq = Arc::new(AtomicU64::new(0));
-    let quiesce = Arc::new(Quiesce {
-        seq: seq.clone(),
-        ..Quiesce::default()
-    });
-    if quiesce_on {
-        Core::global_context().register_with_priority(&quiesce, Priority::Application);
+    Settings {
+        bootstrap,
+        topic: required("SVC_TOPIC"),
+        warm,
+        cache,
+        quiesce: env_or("SVC_QUIESCE", "0") == "1",
+        props,
+        final_target: std::env::var("SVC_FINAL")
+            .ok()
+            .map(|v| parse("SVC_FINAL", &v)),
     }
+}
 
-    let stats = Arc::new(Stats {
-        sent: AtomicU64::new(0),
-        acked: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-        first_ack_ns: AtomicU64::new(0),
-        first_ack_gen: AtomicU64::new(0),
-    });
-    let stop = AtomicBool::new(false);
-    let mut final_target: Option<u64> = std::env::var("SVC_FINAL")
-        .ok()
-        .map(|v| parse("SVC_FINAL", &v));
+/// What the sending loop and the monitor share.
+struct Service {
+    started: Instant,
+    topic: String,
+    producer: Producer,
+    warm: WarmState,
+    cache: HashMap<Vec<u8>, Vec<u8>>,
+    quiesce: Arc<Quiesce>,
+    seq: Arc<AtomicU64>,
+    stats: Arc<Stats>,
+    stop: AtomicBool,
+}
 
-    std::thread::scope(|s| {
-        // The sending loop.
-        s.spawn(|| {
-            let mut next = Instant::now();
-            while !stop.load(Ordering::SeqCst) {
-                quiesce.checkpoint_gate();
-                let rate: f64 = parse("SVC_RATE", &setting("SVC_RATE", "500"));
-                let instance = setting("SVC_INSTANCE", "a");
-                let n = seq.fetch_add(1, Ordering::SeqCst);
-                let key = format!("k{}", n % 64);
-                let value = format!("{instance}:{n}");
-                let gen_before = Core::management().generation();
-                let gen_header = gen_before.to_string();
-                let headers = [Header::new("gen", gen_header.as_bytes())];
-                let t = Instant::now();
-                let st = stats.clone();
-                let what = value.clone();
-                let r = producer.send_with_callback(
-                    ProducerRecord::new(&topic)
-                        .key(key.as_bytes())
-                        .value(value.as_bytes())
-                        .headers(&headers),
-                    move |res| match res {
-                        Ok(_) => {
-                            if st.acked.fetch_add(1, Ordering::SeqCst) == 0 {
-                                st.first_ack_ns
-                                    .store(started.elapsed().as_nanos() as u64, Ordering::SeqCst);
-                            }
-                            if st.first_ack_gen.fetch_max(gen_before + 1, Ordering::SeqCst)
-                                <= gen_before
-                            {
-                                let unix_ns = std::time::SystemTime::now()
-                                    .duration_since(std::time::UNIX_EPOCH)
-                                    .unwrap_or_default()
-                                    .as_nanos();
-                                say(&format!("first_ack_of_gen gen={gen_before} unix_ns={unix_ns}"));
-                            }
-                        }
-                        Err(e) => {
-                            st.errors.fetch_add(1, Ordering::SeqCst);
-                            say(&format!("delivery_error value={what} error={e}"));
-                        }
-                    },
-                );
-                let gen_after = Core::management().generation();
-                match r {
-                    Ok(()) => {
-                        stats.sent.fetch_add(1, Ordering::SeqCst);
-                        if gen_after != gen_before {
-                            say(&format!(
-                                "blocked_send seq={n} gen_before={gen_before} gen_after={gen_after} waited_ms={}",
-                                t.elapsed().as_millis()
-                            ));
-                        }
+impl Service {
+    /// Sends record `n`; its delivery callback counts it and reports the first ack of each
+    /// image generation.
+    fn send(&self, n: u64) {
+        let instance = setting("SVC_INSTANCE", "a");
+        let key = format!("k{}", n % 64);
+        let value = format!("{instance}:{n}");
+        let gen_before = Core::management().generation();
+        let gen_header = gen_before.to_string();
+        let answer = self.warm.answer(n);
+        let cached = self.cache.get(key.as_bytes()).map(Vec::as_slice);
+        let mut headers = vec![
+            Header::new("gen", gen_header.as_bytes()),
+            Header::new("answer", answer.as_bytes()),
+        ];
+        if let Some(c) = cached {
+            headers.push(Header::new("cached", c));
+        }
+        let t = Instant::now();
+        let st = self.stats.clone();
+        let started = self.started;
+        let what = value.clone();
+        let r = self.producer.send_with_callback(
+            ProducerRecord::new(&self.topic)
+                .key(key.as_bytes())
+                .value(value.as_bytes())
+                .headers(&headers),
+            move |res| match res {
+                Ok(_) => {
+                    if st.acked.fetch_add(1, Ordering::SeqCst) == 0 {
+                        st.first_ack_ns
+                            .store(started.elapsed().as_nanos() as u64, Ordering::SeqCst);
                     }
-                    Err(e) => {
-                        stats.errors.fetch_add(1, Ordering::SeqCst);
-                        say(&format!("send_error seq={n} error={e}"));
+                    if st.first_ack_gen.fetch_max(gen_before + 1, Ordering::SeqCst) <= gen_before {
+                        let unix_ns = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .unwrap_or_default()
+                            .as_nanos();
+                        say(&format!(
+                            "first_ack_of_gen gen={gen_before} unix_ns={unix_ns}"
+                        ));
                     }
                 }
-                next += Duration::from_secs_f64(1.0 / rate.max(1.0));
-                let now = Instant::now();
-                if next > now {
-                    std::thread::sleep(next - now);
-                } else if now - next > Duration::from_secs(1) {
-                    next = now; // after a pause, do not burst to catch up
+                Err(e) => {
+                    st.errors.fetch_add(1, Ordering::SeqCst);
+                    say(&format!("delivery_error value={what} error={e}"));
+                }
+            },
+        );
+        let gen_after = Core::management().generation();
+        match r {
+            Ok(()) => {
+                self.stats.sent.fetch_add(1, Ordering::SeqCst);
+                if gen_after != gen_before {
+                    say(&format!(
+                        "blocked_send seq={n} gen_before={gen_before} gen_after={gen_after} waited_ms={}",
+                        t.elapsed().as_millis()
+                    ));
                 }
             }
-        });
+            Err(e) => {
+                self.stats.errors.fetch_add(1, Ordering::SeqCst);
+                say(&format!("send_error seq={n} error={e}"));
+            }
+        }
+    }
 
-        say(&format!(
-            "ready pid={} state_mb={state_mb} state_ms={state_ms} state_sum={:x}",
-            std::process::id(),
-            state.iter().fold(0u64, |a, &b| a ^ b)
-        ));
+    /// Sends at `SVC_RATE` until told to stop, parking for checkpoints when quiesced.
+    fn sending_loop(&self) {
+        let mut next = Instant::now();
+        while !self.stop.load(Ordering::SeqCst) {
+            self.quiesce.checkpoint_gate();
+            let rate: f64 = parse("SVC_RATE", &setting("SVC_RATE", "500"));
+            self.send(self.seq.fetch_add(1, Ordering::SeqCst));
+            next += Duration::from_secs_f64(1.0 / rate.max(1.0));
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep(next - now);
+            } else if now - next > Duration::from_secs(1) {
+                next = now; // after a pause, do not burst to catch up
+            }
+        }
+    }
+
+    /// Prints progress and what happened at each restore, until `final_target` more records
+    /// have been sent in the current phase.
+    fn monitor(&self, quiesce_on: bool, mut final_target: Option<u64>) {
         let mut reported_first_ack = false;
         let mut restores_seen = 0;
         let mut restored_at = Instant::now();
@@ -305,12 +359,12 @@ fn main() {
         loop {
             std::thread::sleep(Duration::from_millis(25));
             let m = Core::management();
-            let acked = stats.acked.load(Ordering::SeqCst);
+            let acked = self.stats.acked.load(Ordering::SeqCst);
             if !reported_first_ack && acked > 0 {
                 reported_first_ack = true;
                 say(&format!(
                     "first_ack ms_since_start={}",
-                    stats.first_ack_ns.load(Ordering::SeqCst) / 1_000_000
+                    self.stats.first_ack_ns.load(Ordering::SeqCst) / 1_000_000
                 ));
             }
             if m.restore_count() != restores_seen {
@@ -318,23 +372,24 @@ fn main() {
                 restored_at = Instant::now();
                 acked_at_restore = acked;
                 first_ack_after_restore = false;
-                phase_start_sent = stats.sent.load(Ordering::SeqCst);
+                phase_start_sent = self.stats.sent.load(Ordering::SeqCst);
                 if let Some(v) = m.restore_var("SVC_FINAL") {
                     final_target = Some(parse("SVC_FINAL", v));
                 }
                 let next_seq = if quiesce_on {
-                    quiesce.seq_at_image.load(Ordering::SeqCst)
+                    self.quiesce.seq_at_image.load(Ordering::SeqCst)
                 } else {
-                    seq.load(Ordering::SeqCst)
+                    self.seq.load(Ordering::SeqCst)
                 };
                 say(&format!(
-                    "restored pid={} gen={} frozen_ms={} producer_id={} instance={} next_seq={next_seq} state_sum={:x}",
+                    "restored pid={} gen={} frozen_ms={} producer_id={} instance={} next_seq={next_seq} state_sum={:x} cache_records={}",
                     std::process::id(),
                     m.generation(),
                     m.frozen_duration().unwrap_or_default().as_millis(),
-                    producer.metrics().producer_id,
+                    self.producer.metrics().producer_id,
                     setting("SVC_INSTANCE", "a"),
-                    state.iter().fold(0u64, |a, &b| a ^ b)
+                    self.warm.digest(),
+                    self.cache.len()
                 ));
             }
             if restores_seen > 0 && !first_ack_after_restore && acked > acked_at_restore {
@@ -342,39 +397,103 @@ fn main() {
                 say(&format!(
                     "first_ack_after_restore ms={} producer_id={}",
                     restored_at.elapsed().as_millis(),
-                    producer.metrics().producer_id
+                    self.producer.metrics().producer_id
                 ));
             }
-            let pm = producer.metrics();
+            let pm = self.producer.metrics();
             say(&format!(
                 "progress sent={} acked={} errors={} gen={} producer_id={} queued={}",
-                stats.sent.load(Ordering::SeqCst),
+                self.stats.sent.load(Ordering::SeqCst),
                 acked,
-                stats.errors.load(Ordering::SeqCst),
+                self.stats.errors.load(Ordering::SeqCst),
                 m.generation(),
                 pm.producer_id,
                 pm.records_queued
             ));
             if let Some(n) = final_target
-                && stats.sent.load(Ordering::SeqCst) >= phase_start_sent + n
+                && self.stats.sent.load(Ordering::SeqCst) >= phase_start_sent + n
             {
-                break;
+                return;
             }
             // Pace the progress lines: one every ~250 ms.
             std::thread::sleep(Duration::from_millis(225));
         }
-        stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn main() {
+    let started = Instant::now();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SVC_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let cfg = settings();
+
+    let t = Instant::now();
+    let warm = WarmState::build(&cfg.warm).unwrap_or_else(|e| fail(&e));
+    let state_ms = t.elapsed().as_millis();
+    let t = Instant::now();
+    let cache = match &cfg.cache {
+        Some((topic, n)) => fill_cache(&cfg.bootstrap, topic, *n).unwrap_or_else(|e| fail(&e)),
+        None => HashMap::new(),
+    };
+    let cache_ms = t.elapsed().as_millis();
+
+    let producer =
+        Producer::from_properties(cfg.props.clone()).unwrap_or_else(|e| fail(&e.to_string()));
+    let seq = Arc::new(AtomicU64::new(0));
+    let quiesce = Arc::new(Quiesce {
+        seq: seq.clone(),
+        ..Quiesce::default()
+    });
+    if cfg.quiesce {
+        Core::global_context().register_with_priority(&quiesce, Priority::Application);
+    }
+    let svc = Service {
+        started,
+        topic: cfg.topic.clone(),
+        producer,
+        warm,
+        cache,
+        quiesce,
+        seq,
+        stats: Arc::new(Stats {
+            sent: AtomicU64::new(0),
+            acked: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            first_ack_ns: AtomicU64::new(0),
+            first_ack_gen: AtomicU64::new(0),
+        }),
+        stop: AtomicBool::new(false),
+    };
+
+    std::thread::scope(|s| {
+        s.spawn(|| svc.sending_loop());
+        say(&format!(
+            "ready pid={} warm={} state_ms={state_ms} cache_ms={cache_ms} cache_records={} state_sum={:x}",
+            std::process::id(),
+            cfg.warm,
+            svc.cache.len(),
+            svc.warm.digest(),
+        ));
+        svc.monitor(cfg.quiesce, cfg.final_target);
+        svc.stop.store(true, Ordering::SeqCst);
     });
 
-    let closed = producer.close(Duration::from_secs(60));
+    let closed = svc.producer.close(Duration::from_secs(60));
+    let st = &svc.stats;
     say(&format!(
         "done sent={} acked={} errors={} last_seq={} close={}",
-        stats.sent.load(Ordering::SeqCst),
-        stats.acked.load(Ordering::SeqCst),
-        stats.errors.load(Ordering::SeqCst),
-        seq.load(Ordering::SeqCst),
+        st.sent.load(Ordering::SeqCst),
+        st.acked.load(Ordering::SeqCst),
+        st.errors.load(Ordering::SeqCst),
+        svc.seq.load(Ordering::SeqCst),
         if closed.is_ok() { "ok" } else { "timeout" }
     ));
-    let ok = closed.is_ok() && stats.errors.load(Ordering::SeqCst) == 0;
+    let ok = closed.is_ok() && st.errors.load(Ordering::SeqCst) == 0;
     std::process::exit(if ok { 0 } else { 1 });
 }
