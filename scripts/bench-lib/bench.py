@@ -12,6 +12,9 @@ Sections (`--sections`, default all of them, in this order):
   consumer    throughput of every consumer reading a prefilled topic (records/s, MB/s, CPU per
               million records, peak RSS) for each cluster x value size x codec (none, zstd),
               and each consumer's fixed cost (a read of 1,000 records)
+  settings    producer throughput (acks=all) at each client's own settings: its defaults (nothing
+              set but bootstrap.servers and acks=all), and tuned for throughput as its own
+              documentation advises (see PRODUCER_SETTINGS)
   overhead    our producer with and without its checkpoint resource (crac.register=false)
   checkpoint  the real service (tests/src/bin/kafka_service.rs) under CRIU: checkpoint time
               split into hooks / drain / dump, restore, restore to first ack, against a cold
@@ -76,6 +79,32 @@ ACKS = ["1", "all"]
 BATCH_SIZE = int(os.environ.get("BENCH_BATCH_SIZE", "16384"))
 LINGER_MS = int(os.environ.get("BENCH_LINGER_MS", "5"))
 BUFFER_BYTES = 32 * 1024 * 1024
+# The `settings` section: each client at its own defaults, and tuned for throughput as its own
+# documentation advises. Java and ours (Java's keys and defaults): Confluent's "optimize a Kafka
+# producer for throughput" (batch.size 100000-200000, linger.ms 10-100; its lz4 and acks=1 are
+# left out so every client writes the same bytes with the same guarantee). librdkafka: its
+# INTRODUCTION.md (High throughput: batch.size and linger.ms; batch.size is already 1,000,000 by
+# default, 60x Java's), with idempotence on as the other two have it. acks=all everywhere.
+PRODUCER_SETTINGS = {
+    "defaults": {
+        "ours": {"acks": "all"},
+        "java": {"acks": "all"},
+        "librdkafka": {"acks": "all"},
+    },
+    "tuned": {
+        "ours": {"acks": "all", "batch.size": "200000", "linger.ms": "20"},
+        "java": {"acks": "all", "batch.size": "200000", "linger.ms": "20"},
+        "librdkafka": {"acks": "all", "linger.ms": "20", "enable.idempotence": "true"},
+    },
+}
+SETTINGS_TEXT = {
+    "defaults": "each client's defaults: only bootstrap.servers and acks=all set (ours and Java: "
+                "batch.size=16384, linger.ms=5, idempotence on; librdkafka: batch.size=1000000, "
+                "linger.ms=5, idempotence off)",
+    "tuned": "each client tuned for throughput as its documentation advises, acks=all and idempotence on "
+             "for all three: ours and Java batch.size=200000, linger.ms=20 (Confluent's throughput guide); "
+             "librdkafka linger.ms=20 with its default batch.size=1000000",
+}
 
 
 def log(msg):
@@ -219,7 +248,8 @@ class Peer:
     def props(self, acks):
         return common_props(acks)
 
-    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None, warmup=0):
+    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None, warmup=0, base=None):
+        """`base`: the properties to start from instead of the same-for-everyone ones."""
         raise NotImplementedError
 
     def consumer_argv(self, bootstrap, topic, records, group):
@@ -267,13 +297,13 @@ class Ours(Peer):
         p["buffer.memory"] = BUFFER_BYTES
         return p
 
-    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None, warmup=0):
+    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None, warmup=0, base=None):
         argv = [self.exe, "--bootstrap", bootstrap, "--topic", topic, "--records", records, "--record-size", size]
         if rate:
             argv += ["--rate", f"{rate:.0f}"]
         if warmup:
             argv += ["--warmup-records", warmup]
-        for k, v in {**self.props(acks), **(extra or {})}.items():
+        for k, v in {**(self.props(acks) if base is None else base), **(extra or {})}.items():
             argv += ["-X", f"{k}={v}"]
         return argv
 
@@ -312,14 +342,14 @@ class Java(Peer):
         p["buffer.memory"] = BUFFER_BYTES
         return p
 
-    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None, warmup=0):
+    def producer_argv(self, bootstrap, topic, records, size, acks, rate, extra=None, warmup=0, base=None):
         argv = [KAFKA, "producer-perf", "--bootstrap-server", bootstrap, "--topic", topic,
                 "--num-records", records, "--record-size", size,
                 "--throughput", f"{rate:.0f}" if rate else "-1"]
         if warmup:
             argv += ["--warmup-records", warmup]
         argv += ["--command-property"]
-        argv += [f"{k}={v}" for k, v in {**self.props(acks), **(extra or {})}.items()]
+        argv += [f"{k}={v}" for k, v in {**(self.props(acks) if base is None else base), **(extra or {})}.items()]
         return argv
 
     def parse(self, out):
@@ -395,14 +425,16 @@ class Bench:
 
     # One run of one producer; appended to self.runs.
     def producer_run(self, peer, cluster, topic, size, acks, mode, rnd, records, rate=None, extra=None, tag=None,
-                     warmup=0):
-        argv = peer.producer_argv(cluster.bootstrap, topic, records, size, acks, rate, extra, warmup)
+                     warmup=0, settings=None):
+        base = PRODUCER_SETTINGS[settings][peer.name] if settings else None
+        argv = peer.producer_argv(cluster.bootstrap, topic, records, size, acks, rate, extra, warmup, base)
         load = loadavg()
         r = run_measured(argv, self.client_log, timeout=600)
         parsed = peer.parse(r.out)
         row = {
             "peer": peer.name, "brokers": cluster.brokers, "size": size, "acks": acks, "mode": mode,
             "round": rnd, "records": records, "rate": rate, "warmup": warmup, "tag": tag, "exit": r.code,
+            "settings": settings,
             "cpu_s": r.cpu_s, "rss_mb": r.rss_kb / 1024, "wall_s": r.wall_s, "load1": load,
         }
         if r.code != 0 or not parsed or parsed.get("failed"):
@@ -520,6 +552,25 @@ class Bench:
                     peer = self.peers[(i + rnd) % n]
                     self.producer_run(peer, c, topic, size, acks, "latency", rnd, records, rate=rate, warmup=warmup)
         c.delete_topic(topic)
+
+    def section_settings(self):
+        """Throughput with acks=all at each client's own settings (PRODUCER_SETTINGS)."""
+        for brokers in self.args.brokers:
+            c = self.cluster(brokers)
+            for size in SIZES:
+                topic = f"bench-settings-b{brokers}-s{size}"
+                c.create_topic(topic)
+                self.wait_for_quiet()
+                self.warm_topic(c, topic, size, "all")
+                n = len(self.peers)
+                for settings in PRODUCER_SETTINGS:
+                    log(f"throughput at {settings}: {brokers} broker(s), {size} B values, {self.count(size, c)} records")
+                    for rnd in range(self.rounds):
+                        for i in range(n):
+                            peer = self.peers[(i + rnd) % n]
+                            self.producer_run(peer, c, topic, size, "all", f"throughput-{settings}", rnd,
+                                              self.count(size, c), settings=settings)
+                c.delete_topic(topic)
 
     # --- consumers ---------------------------------------------------------------------------
 
@@ -844,6 +895,7 @@ SECTIONS = {
     "startup": Bench.section_startup,
     "producer": Bench.section_producer,
     "consumer": Bench.section_consumer,
+    "settings": Bench.section_settings,
     "overhead": Bench.section_overhead,
     "checkpoint": Bench.section_checkpoint,
 }
@@ -992,6 +1044,10 @@ def report(bench):
                     cells += f" {fmt(ratio(med['ours'][0], med[o][0]), 2)}× | {fmt(ratio(med['ours'][1], med[o][1]), 2)}× |"
                 L.append(f"| {cfg_label(b, size, acks)} |{cells}")
             L.append("\nThroughput ratio > 1: ours is faster; CPU ratio < 1: ours spends less CPU per record.\n")
+    settings_md = settings_summary(bench)
+    if settings_md:
+        L.append("## Producer throughput at each client's own settings\n")
+        L.append(settings_md)
     lat_cfgs = configs(runs, "latency")
     if lat_cfgs:
         L.append("## Delivery latency at a fixed offered rate\n")
@@ -1137,9 +1193,50 @@ def summary(bench):
                  f"and {fmt(cb[0], 2)} CPU s/M: ratio {fmt(ratio(a[0], b_[0]), 2)} (throughput), "
                  f"{fmt(ratio(ca[0], cb[0]), 2)} (CPU per record).")
         L.append("")
+    settings_md = settings_summary(bench)
+    if settings_md:
+        L.append(settings_md)
     consumer_md = consumer_summary(bench)
     if consumer_md:
         L.append(consumer_md)
+    return "\n".join(L)
+
+
+def settings_summary(bench):
+    """The `settings` section's tables (each client at its defaults; each tuned), "" without
+    its runs."""
+    runs, names = bench.runs, [p.name for p in bench.peers]
+    if "ours" not in names:
+        return ""
+    label = {"ours": "ours", "librdkafka": "librdkafka", "java": "Java"}
+    others = [n for n in names if n != "ours"]
+    L = []
+    for settings, text in SETTINGS_TEXT.items():
+        mode = f"throughput-{settings}"
+        cfgs = configs(runs, mode)
+        if not cfgs:
+            continue
+
+        def med(n, key, b, size, acks):
+            return stats(r.get(key) for r in pick(runs, mode=mode, peer=n, brokers=b, size=size, acks=acks))
+
+        def cell(st, d=0):
+            m, lo, hi = st
+            if m is None:
+                return "–"
+            return f"{fmt(m, d)} ±{max(hi - m, m - lo) / m * 100 if m else 0:.0f}%"
+
+        L.append(f"At {text}:\n")
+        L.append("| configuration | " + " | ".join(f"{label[n]} records/s" for n in names) + " | "
+                 + " | ".join(f"ours/{label[o]}" for o in others) + " | CPU s/M records "
+                 + " / ".join(label[n] for n in names) + " |")
+        L.append("|---|" + "---:|" * (len(names) + len(others) + 1))
+        for (b, size, acks) in cfgs:
+            m = {n: med(n, "records_per_sec", b, size, acks) for n in names}
+            cpu = " / ".join(fmt(med(n, "cpu_s_per_m", b, size, acks)[0], 2) for n in names)
+            L.append(f"| {cfg_label(b, size, acks)} | " + " | ".join(cell(m[n]) for n in names) + " | "
+                     + " | ".join(f"**{fmt(ratio(m['ours'][0], m[o][0]), 2)}×**" for o in others) + f" | {cpu} |")
+        L.append("")
     return "\n".join(L)
 
 
