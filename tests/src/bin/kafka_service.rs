@@ -472,7 +472,6 @@ fn main() {
     };
 
     std::thread::scope(|s| {
-        s.spawn(|| svc.sending_loop());
         say(&format!(
             "ready pid={} warm={} state_ms={state_ms} cache_ms={cache_ms} cache_records={} state_sum={:x}",
             std::process::id(),
@@ -480,6 +479,7 @@ fn main() {
             svc.cache.len(),
             svc.warm.digest(),
         ));
+        s.spawn(|| svc.sending_loop());
         svc.monitor(cfg.quiesce, cfg.final_target);
         svc.stop.store(true, Ordering::SeqCst);
     });
