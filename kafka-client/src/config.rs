@@ -1,9 +1,12 @@
-//! What the producer's and the consumer's configurations share: the error that names a bad key
-//! and value, and the parsing of Java-style property values and `.properties` text.
+//! What the producer's and the consumer's configurations share: the settings every client has
+//! ([`CommonConfig`], Java's `CommonClientConfigs`) with their one parser, the error that names
+//! a bad key and value, and the parsing of Java-style property values and `.properties` text.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
+
+use crate::network::metadata::{BootstrapServer, parse_bootstrap};
 
 /// A configuration key or value a client cannot accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +29,176 @@ impl ConfigError {
         }
     }
 }
+
+/// The settings the producer and the consumer share: how to reach the cluster and how the
+/// connection layer ([`crate::network`]) behaves. Both configurations hold one as `common` and
+/// parse these keys with [`CommonConfig::set`], so a key means the same thing in both.
+#[derive(Debug, Clone)]
+pub struct CommonConfig {
+    /// `bootstrap.servers`.
+    pub bootstrap_servers: Vec<BootstrapServer>,
+    /// `client.id` (empty: the client makes one up).
+    pub client_id: String,
+    /// `request.timeout.ms` (default 30000).
+    pub request_timeout: Duration,
+    /// `retry.backoff.ms` (default 100).
+    pub retry_backoff: Duration,
+    /// `retry.backoff.max.ms` (default 1000).
+    pub retry_backoff_max: Duration,
+    /// `reconnect.backoff.ms` (default 50).
+    pub reconnect_backoff: Duration,
+    /// `reconnect.backoff.max.ms` (default 1000).
+    pub reconnect_backoff_max: Duration,
+    /// `socket.connection.setup.timeout.ms` (default 10000).
+    pub connect_timeout: Duration,
+    /// `metadata.max.age.ms` (default 300000).
+    pub metadata_max_age: Duration,
+    /// `allow.auto.create.topics` (default true).
+    pub allow_auto_create_topics: bool,
+    /// `crac.register` (default true): register in the global CRaC context.
+    pub crac_register: bool,
+}
+
+/// Every key [`CommonConfig::set`] accepts.
+pub const COMMON_KEYS: &[&str] = &[
+    "bootstrap.servers",
+    "client.id",
+    "request.timeout.ms",
+    "retry.backoff.ms",
+    "retry.backoff.max.ms",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+    "socket.connection.setup.timeout.ms",
+    "metadata.max.age.ms",
+    "allow.auto.create.topics",
+    "crac.register",
+];
+
+impl Default for CommonConfig {
+    fn default() -> Self {
+        Self {
+            bootstrap_servers: Vec::new(),
+            client_id: String::new(),
+            request_timeout: Duration::from_millis(30_000),
+            retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_millis(1000),
+            reconnect_backoff: Duration::from_millis(50),
+            reconnect_backoff_max: Duration::from_millis(1000),
+            connect_timeout: Duration::from_millis(10_000),
+            metadata_max_age: Duration::from_millis(300_000),
+            allow_auto_create_topics: true,
+            crac_register: true,
+        }
+    }
+}
+
+impl CommonConfig {
+    /// Sets one of the [`COMMON_KEYS`] from its string value. Returns the key's name when it
+    /// is one of them, `None` when it is not (the caller's own keys), an error naming the key
+    /// and value when the value is bad. String values are trimmed, as Java's `ConfigDef` does.
+    pub fn set(&mut self, key: &str, v: &str) -> Result<Option<&'static str>, ConfigError> {
+        match key {
+            "bootstrap.servers" => {
+                self.bootstrap_servers =
+                    parse_bootstrap(v).map_err(|r| ConfigError::new(key, v, r))?
+            }
+            "client.id" => self.client_id = v.trim().to_owned(),
+            "request.timeout.ms" => self.request_timeout = parse_ms(key, v)?,
+            "retry.backoff.ms" => self.retry_backoff = parse_ms(key, v)?,
+            "retry.backoff.max.ms" => self.retry_backoff_max = parse_ms(key, v)?,
+            "reconnect.backoff.ms" => self.reconnect_backoff = parse_ms(key, v)?,
+            "reconnect.backoff.max.ms" => self.reconnect_backoff_max = parse_ms(key, v)?,
+            "socket.connection.setup.timeout.ms" => self.connect_timeout = parse_ms(key, v)?,
+            "metadata.max.age.ms" => self.metadata_max_age = parse_ms(key, v)?,
+            "allow.auto.create.topics" => self.allow_auto_create_topics = parse_bool(key, v)?,
+            "crac.register" => self.crac_register = parse_bool(key, v)?,
+            _ => return Ok(None),
+        }
+        // Every arm above is listed (the unit test checks both ways).
+        Ok(COMMON_KEYS.iter().copied().find(|k| *k == key))
+    }
+
+    /// Checks what every client needs.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.bootstrap_servers.is_empty() {
+            return Err(ConfigError::new("bootstrap.servers", "", "required"));
+        }
+        Ok(())
+    }
+}
+
+/// [`COMMON_KEYS`] followed by a client's own keys, as one constant list.
+pub(crate) const fn concat_keys<const N: usize>(
+    a: &[&'static str],
+    b: &[&'static str],
+) -> [&'static str; N] {
+    assert!(a.len() + b.len() == N, "N must be the sum of both lengths");
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < a.len() {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = b[i - a.len()];
+        i += 1;
+    }
+    out
+}
+
+/// The builder methods of the common keys, for a configuration type with a `common:
+/// CommonConfig` field and a `mark(&mut self, &'static str)` method that records a key as set.
+macro_rules! common_builders {
+    () => {
+        /// `client.id`.
+        pub fn client_id(mut self, id: impl Into<String>) -> Self {
+            self.common.client_id = id.into();
+            self.mark("client.id");
+            self
+        }
+
+        /// `request.timeout.ms`.
+        pub fn request_timeout(mut self, d: std::time::Duration) -> Self {
+            self.common.request_timeout = d;
+            self.mark("request.timeout.ms");
+            self
+        }
+
+        /// `retry.backoff.ms`.
+        pub fn retry_backoff(mut self, d: std::time::Duration) -> Self {
+            self.common.retry_backoff = d;
+            self.mark("retry.backoff.ms");
+            self
+        }
+
+        /// `reconnect.backoff.ms` and `reconnect.backoff.max.ms`.
+        pub fn reconnect_backoff(
+            mut self,
+            base: std::time::Duration,
+            max: std::time::Duration,
+        ) -> Self {
+            self.common.reconnect_backoff = base;
+            self.common.reconnect_backoff_max = max;
+            self.mark("reconnect.backoff.ms");
+            self
+        }
+
+        /// `metadata.max.age.ms`.
+        pub fn metadata_max_age(mut self, d: std::time::Duration) -> Self {
+            self.common.metadata_max_age = d;
+            self.mark("metadata.max.age.ms");
+            self
+        }
+
+        /// `crac.register`.
+        pub fn crac_register(mut self, on: bool) -> Self {
+            self.common.crac_register = on;
+            self.mark("crac.register");
+            self
+        }
+    };
+}
+pub(crate) use common_builders;
 
 /// A `*.ms` value.
 pub(crate) fn parse_ms(key: &str, v: &str) -> Result<Duration, ConfigError> {
@@ -101,6 +274,24 @@ mod tests {
         assert!(e.reason.contains("at least 1"));
         assert!(parse_bool("k", "yes").is_err());
         assert!(parse_bool("k", "true").unwrap());
+    }
+
+    #[test]
+    fn common_keys() {
+        let mut c = CommonConfig::default();
+        assert_eq!(c.set("client.id", "  app-1 ").unwrap(), Some("client.id"));
+        assert_eq!(c.client_id, "app-1");
+        assert_eq!(c.set("linger.ms", "5").unwrap(), None);
+        let e = c.set("request.timeout.ms", "soon").unwrap_err();
+        assert_eq!(e.key, "request.timeout.ms");
+        assert_eq!(c.validate().unwrap_err().key, "bootstrap.servers");
+        // Every listed key has its arm.
+        for k in COMMON_KEYS {
+            let r = c.set(k, "1");
+            assert!(!matches!(r, Ok(None)), "{k}");
+        }
+        const ALL: [&str; 3] = concat_keys(&["a"], &["b", "c"]);
+        assert_eq!(ALL, ["a", "b", "c"]);
     }
 
     #[test]

@@ -297,7 +297,7 @@ fn properties_config_and_awaitable_reports() {
         ("crac.register", "false"),
     ])
     .unwrap();
-    assert_eq!(producer.config().client_id, "props-test");
+    assert_eq!(producer.config().common.client_id, "props-test");
     let report = producer
         .send(ProducerRecord::new("props").key(b"a").value(b"awaited"))
         .unwrap();

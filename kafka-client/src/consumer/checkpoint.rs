@@ -16,11 +16,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crac_api::{Context, Core, Resource, ResourceError};
-use parking_lot::Mutex;
 
 use super::ConsumerInner;
 use super::network_thread::Command;
-use crate::producer::checkpoint::monotonic_jump;
 
 /// Why `before_checkpoint` refused.
 #[derive(Debug, thiserror::Error)]
@@ -44,13 +42,6 @@ pub enum ConsumerCheckpointError {
         /// The consumer.
         client_id: String,
     },
-}
-
-/// What `before_checkpoint` left for `after_restore`.
-#[derive(Debug, Default)]
-pub(crate) struct CheckpointState {
-    /// Monotonic and wall time when the connections were closed, if they were.
-    marker: Mutex<Option<(Instant, SystemTime)>>,
 }
 
 /// A `group.instance.id` for a restored copy: the restorer's, or the configured one made
@@ -81,7 +72,7 @@ fn random_u32() -> u32 {
 
 impl Resource for ConsumerInner {
     fn before_checkpoint(&self, _: &Context) -> Result<(), ResourceError> {
-        let client_id = self.config.client_id.clone();
+        let client_id = self.config.common.client_id.clone();
         if self.shared.state.lock().closed {
             return Ok(());
         }
@@ -106,7 +97,7 @@ impl Resource for ConsumerInner {
         }
         match rx.recv_timeout(timeout + Duration::from_secs(10)) {
             Ok(Ok(())) => {
-                *self.checkpoint.marker.lock() = Some((Instant::now(), SystemTime::now()));
+                self.checkpoint.closed_now();
                 Ok(())
             }
             Ok(Err(detail)) => {
@@ -126,8 +117,8 @@ impl Resource for ConsumerInner {
     }
 
     fn after_restore(&self, _: &Context) -> Result<(), ResourceError> {
-        let marker = self.checkpoint.marker.lock().take();
-        let shift = marker.map_or(Duration::ZERO, monotonic_jump);
+        let marker = self.checkpoint.take();
+        let shift = marker.unwrap_or(Duration::ZERO);
         let current = self.shared.state.lock().group_instance_id.clone();
         let instance = match (&self.config.group_instance_id, marker) {
             (Some(configured), Some(_)) => Some(instance_id_after_restore(
@@ -151,12 +142,12 @@ impl Resource for ConsumerInner {
         }
         self.shared.notify();
         self.wake();
-        tracing::info!(client_id = %self.config.client_id, shift_ms = shift.as_millis() as u64, group_instance_id = ?instance, "kafka consumer resumed after restore");
+        tracing::info!(client_id = %self.config.common.client_id, shift_ms = shift.as_millis() as u64, group_instance_id = ?instance, "kafka consumer resumed after restore");
         Ok(())
     }
 
     fn name(&self) -> String {
-        format!("kafka-consumer[{}]", self.config.client_id)
+        format!("kafka-consumer[{}]", self.config.common.client_id)
     }
 }
 

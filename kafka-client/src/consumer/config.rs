@@ -6,8 +6,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 pub use crate::config::ConfigError;
-use crate::config::{parse_bool, parse_ms, parse_num, parse_with, properties_pairs};
-use crate::network::metadata::{BootstrapServer, parse_bootstrap};
+use crate::config::{
+    COMMON_KEYS, CommonConfig, common_builders, concat_keys, parse_bool, parse_ms, parse_num,
+    parse_with, properties_pairs,
+};
 use crate::protocol::messages::fetch::IsolationLevel;
 
 use super::assignor::AssignorKind;
@@ -61,10 +63,11 @@ fn parse_isolation(s: &str) -> Result<IsolationLevel, String> {
 /// `key, value` pair the way Java's `Properties` does.
 #[derive(Debug, Clone)]
 pub struct ConsumerConfig {
-    /// `bootstrap.servers`.
-    pub bootstrap_servers: Vec<BootstrapServer>,
-    /// `client.id` (default `consumer-<group.id>-N`).
-    pub client_id: String,
+    /// The keys every client has: `bootstrap.servers`, `client.id` (default
+    /// `consumer-<group.id>-N`), `request.timeout.ms`, `retry.backoff.*`, `reconnect.backoff.*`,
+    /// `socket.connection.setup.timeout.ms`, `metadata.max.age.ms`, `allow.auto.create.topics`,
+    /// `crac.register`.
+    pub common: CommonConfig,
     /// `group.id`: needed by `subscribe()` and by commits.
     pub group_id: Option<String>,
     /// `group.instance.id`: static membership. Clones of one image must not share it: see
@@ -98,32 +101,14 @@ pub struct ConsumerConfig {
     /// `partition.assignment.strategy` (default `range`; `range` and `roundrobin` are
     /// supported, by name or by Java class name).
     pub assignors: Vec<AssignorKind>,
-    /// `request.timeout.ms` (default 30000).
-    pub request_timeout: Duration,
     /// `default.api.timeout.ms` (default 60000): bounds `commit_sync()`, `committed()`,
     /// `position()` and `close()` without an explicit timeout.
     pub default_api_timeout: Duration,
-    /// `retry.backoff.ms` (default 100).
-    pub retry_backoff: Duration,
-    /// `retry.backoff.max.ms` (default 1000).
-    pub retry_backoff_max: Duration,
-    /// `reconnect.backoff.ms` (default 50).
-    pub reconnect_backoff: Duration,
-    /// `reconnect.backoff.max.ms` (default 1000).
-    pub reconnect_backoff_max: Duration,
-    /// `socket.connection.setup.timeout.ms` (default 10000).
-    pub connect_timeout: Duration,
-    /// `metadata.max.age.ms` (default 300000).
-    pub metadata_max_age: Duration,
-    /// `allow.auto.create.topics` (default true).
-    pub allow_auto_create_topics: bool,
     /// `client.rack` (default empty).
     pub client_rack: String,
     /// `checkpoint.timeout.ms` (default 30000): how long `before_checkpoint` may take to commit
     /// and leave the group before it fails the checkpoint.
     pub checkpoint_timeout: Duration,
-    /// `crac.register` (default true): register in the global CRaC context.
-    pub crac_register: bool,
     /// `crac.group.instance.id.var` (default `KAFKA_GROUP_INSTANCE_ID`): after a restore, a
     /// configured `group.instance.id` is replaced by the restorer's value of this variable
     /// (`crac restore --env KAFKA_GROUP_INSTANCE_ID=worker-7`), or, without one, by the
@@ -132,10 +117,8 @@ pub struct ConsumerConfig {
     explicit: Vec<&'static str>,
 }
 
-/// Every key [`ConsumerConfig::set`] accepts.
-pub const KEYS: &[&str] = &[
-    "bootstrap.servers",
-    "client.id",
+/// The consumer's own keys.
+const CONSUMER_KEYS: &[&str] = &[
     "group.id",
     "group.instance.id",
     "auto.offset.reset",
@@ -151,26 +134,20 @@ pub const KEYS: &[&str] = &[
     "fetch.max.wait.ms",
     "isolation.level",
     "partition.assignment.strategy",
-    "request.timeout.ms",
     "default.api.timeout.ms",
-    "retry.backoff.ms",
-    "retry.backoff.max.ms",
-    "reconnect.backoff.ms",
-    "reconnect.backoff.max.ms",
-    "socket.connection.setup.timeout.ms",
-    "metadata.max.age.ms",
-    "allow.auto.create.topics",
     "client.rack",
     "checkpoint.timeout.ms",
-    "crac.register",
     "crac.group.instance.id.var",
 ];
+
+/// Every key [`ConsumerConfig::set`] accepts: the [`COMMON_KEYS`], then the consumer's own.
+pub const KEYS: &[&str] =
+    &concat_keys::<{ COMMON_KEYS.len() + CONSUMER_KEYS.len() }>(COMMON_KEYS, CONSUMER_KEYS);
 
 impl Default for ConsumerConfig {
     fn default() -> Self {
         Self {
-            bootstrap_servers: Vec::new(),
-            client_id: String::new(),
+            common: CommonConfig::default(),
             group_id: None,
             group_instance_id: None,
             auto_offset_reset: AutoOffsetReset::Latest,
@@ -186,18 +163,9 @@ impl Default for ConsumerConfig {
             fetch_max_wait: Duration::from_millis(500),
             isolation_level: IsolationLevel::ReadUncommitted,
             assignors: vec![AssignorKind::Range],
-            request_timeout: Duration::from_millis(30_000),
             default_api_timeout: Duration::from_millis(60_000),
-            retry_backoff: Duration::from_millis(100),
-            retry_backoff_max: Duration::from_millis(1000),
-            reconnect_backoff: Duration::from_millis(50),
-            reconnect_backoff_max: Duration::from_millis(1000),
-            connect_timeout: Duration::from_millis(10_000),
-            metadata_max_age: Duration::from_millis(300_000),
-            allow_auto_create_topics: true,
             client_rack: String::new(),
             checkpoint_timeout: Duration::from_millis(30_000),
-            crac_register: true,
             crac_group_instance_id_var: "KAFKA_GROUP_INSTANCE_ID".into(),
             explicit: Vec::new(),
         }
@@ -242,12 +210,10 @@ impl ConsumerConfig {
     /// value is an error naming both.
     pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, ConfigError> {
         let v = value;
+        if let Some(k) = self.common.set(key, v)? {
+            return Ok(self.mark(k));
+        }
         match key {
-            "bootstrap.servers" => {
-                self.bootstrap_servers =
-                    parse_bootstrap(v).map_err(|r| ConfigError::new(key, v, r))?
-            }
-            "client.id" => self.client_id = v.trim().to_owned(),
             "group.id" => self.group_id = non_empty(v),
             "group.instance.id" => self.group_instance_id = non_empty(v),
             "auto.offset.reset" => self.auto_offset_reset = parse_with(key, v)?,
@@ -282,18 +248,9 @@ impl ConsumerConfig {
                 }
                 self.assignors = list;
             }
-            "request.timeout.ms" => self.request_timeout = parse_ms(key, v)?,
             "default.api.timeout.ms" => self.default_api_timeout = parse_ms(key, v)?,
-            "retry.backoff.ms" => self.retry_backoff = parse_ms(key, v)?,
-            "retry.backoff.max.ms" => self.retry_backoff_max = parse_ms(key, v)?,
-            "reconnect.backoff.ms" => self.reconnect_backoff = parse_ms(key, v)?,
-            "reconnect.backoff.max.ms" => self.reconnect_backoff_max = parse_ms(key, v)?,
-            "socket.connection.setup.timeout.ms" => self.connect_timeout = parse_ms(key, v)?,
-            "metadata.max.age.ms" => self.metadata_max_age = parse_ms(key, v)?,
-            "allow.auto.create.topics" => self.allow_auto_create_topics = parse_bool(key, v)?,
             "client.rack" => self.client_rack = v.trim().to_owned(),
             "checkpoint.timeout.ms" => self.checkpoint_timeout = parse_ms(key, v)?,
-            "crac.register" => self.crac_register = parse_bool(key, v)?,
             "crac.group.instance.id.var" => self.crac_group_instance_id_var = v.trim().to_owned(),
             _ => {
                 return Err(ConfigError::new(
@@ -311,9 +268,7 @@ impl ConsumerConfig {
 
     /// Checks the combination, as Java's consumer does.
     pub fn validate(&mut self) -> Result<(), ConfigError> {
-        if self.bootstrap_servers.is_empty() {
-            return Err(ConfigError::new("bootstrap.servers", "", "required"));
-        }
+        self.common.validate()?;
         if self.group_id.is_none() {
             // Java: without a group there is nothing to commit to; an explicit true is an error.
             if self.enable_auto_commit && self.explicit.contains(&"enable.auto.commit") {
@@ -363,10 +318,10 @@ impl ConsumerConfig {
                 "must fit in 31 bits",
             ));
         }
-        if self.request_timeout <= self.fetch_max_wait {
+        if self.common.request_timeout <= self.fetch_max_wait {
             return Err(ConfigError::new(
                 "request.timeout.ms",
-                self.request_timeout.as_millis(),
+                self.common.request_timeout.as_millis(),
                 format!(
                     "must be greater than fetch.max.wait.ms={} (a fetch may wait that long)",
                     self.fetch_max_wait.as_millis()
@@ -388,6 +343,8 @@ impl ConsumerConfig {
         self
     }
 
+    common_builders!();
+
     /// `group.id`.
     pub fn group_id(mut self, id: impl Into<String>) -> Self {
         self.group_id = non_empty(&id.into());
@@ -399,13 +356,6 @@ impl ConsumerConfig {
     pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
         self.group_instance_id = non_empty(&id.into());
         self.mark("group.instance.id");
-        self
-    }
-
-    /// `client.id`.
-    pub fn client_id(mut self, id: impl Into<String>) -> Self {
-        self.client_id = id.into();
-        self.mark("client.id");
         self
     }
 
@@ -502,13 +452,6 @@ impl ConsumerConfig {
         self
     }
 
-    /// `request.timeout.ms`.
-    pub fn request_timeout(mut self, d: Duration) -> Self {
-        self.request_timeout = d;
-        self.mark("request.timeout.ms");
-        self
-    }
-
     /// `default.api.timeout.ms`.
     pub fn default_api_timeout(mut self, d: Duration) -> Self {
         self.default_api_timeout = d;
@@ -516,39 +459,10 @@ impl ConsumerConfig {
         self
     }
 
-    /// `retry.backoff.ms`.
-    pub fn retry_backoff(mut self, d: Duration) -> Self {
-        self.retry_backoff = d;
-        self.mark("retry.backoff.ms");
-        self
-    }
-
-    /// `reconnect.backoff.ms` and `reconnect.backoff.max.ms`.
-    pub fn reconnect_backoff(mut self, base: Duration, max: Duration) -> Self {
-        self.reconnect_backoff = base;
-        self.reconnect_backoff_max = max;
-        self.mark("reconnect.backoff.ms");
-        self
-    }
-
-    /// `metadata.max.age.ms`.
-    pub fn metadata_max_age(mut self, d: Duration) -> Self {
-        self.metadata_max_age = d;
-        self.mark("metadata.max.age.ms");
-        self
-    }
-
     /// `checkpoint.timeout.ms`.
     pub fn checkpoint_timeout(mut self, d: Duration) -> Self {
         self.checkpoint_timeout = d;
         self.mark("checkpoint.timeout.ms");
-        self
-    }
-
-    /// `crac.register`.
-    pub fn crac_register(mut self, on: bool) -> Self {
-        self.crac_register = on;
-        self.mark("crac.register");
         self
     }
 }

@@ -217,7 +217,7 @@ impl Coordinator {
     }
 
     fn backoff(&self) -> Duration {
-        self.config.retry_backoff
+        self.config.common.retry_backoff
     }
 
     fn publish_membership(&self, shared: &Shared) {
@@ -340,7 +340,7 @@ impl Coordinator {
                         message: c.error_message.map(Arc::from),
                     },
                 );
-                self.find_retry_at = Some(now + self.config.retry_backoff_max);
+                self.find_retry_at = Some(now + self.config.common.retry_backoff_max);
             }
             code => {
                 tracing::debug!(%code, "coordinator not available yet");
@@ -490,6 +490,7 @@ impl Coordinator {
         // timeout), as Java allows for it.
         let timeout = self
             .config
+            .common
             .request_timeout
             .max(self.config.max_poll_interval + Duration::from_secs(5));
         match net
@@ -656,6 +657,7 @@ impl Coordinator {
         };
         let timeout = self
             .config
+            .common
             .request_timeout
             .max(self.config.max_poll_interval + Duration::from_secs(5));
         match net
@@ -1081,7 +1083,7 @@ impl Coordinator {
         c.in_flight = false;
         c.last_error = Some(detail.unwrap_or_else(|| Arc::from(code.to_string())));
         match c.reply {
-            CommitReply::Wait(_) => c.retry_at = Some(now + self.config.retry_backoff),
+            CommitReply::Wait(_) => c.retry_at = Some(now + self.config.common.retry_backoff),
             CommitReply::Async(_) => {
                 let c = self.commits.remove(idx).expect("index checked");
                 Self::complete_commit(
@@ -1385,7 +1387,7 @@ impl Coordinator {
     fn query_failed(&mut self, id: u64, code: ErrorCode, now: Instant) {
         if let Some(q) = self.queries.iter_mut().find(|q| q.id == id) {
             q.in_flight = false;
-            q.retry_at = Some(now + self.config.retry_backoff);
+            q.retry_at = Some(now + self.config.common.retry_backoff);
             q.last_error = Some(Arc::from(code.to_string()));
         }
     }
@@ -1417,7 +1419,7 @@ impl Coordinator {
         {
             Ok(_) => q.in_flight = true,
             Err((e, _)) => {
-                q.retry_at = Some(now + self.config.retry_backoff);
+                q.retry_at = Some(now + self.config.common.retry_backoff);
                 q.last_error = Some(Arc::from(e.to_string()));
             }
         }

@@ -103,7 +103,7 @@ impl Fetcher {
         };
         let mut by_node: BTreeMap<i32, Vec<(TopicPartition, i64)>> = BTreeMap::new();
         for (tp, pos) in fetchable {
-            match net.leader(&tp) {
+            match net.leader(&tp.topic, tp.partition) {
                 Some(node) => by_node.entry(node).or_default().push((tp, pos)),
                 None => {
                     net.metadata.add_topic(&tp.topic);
@@ -203,7 +203,7 @@ impl Fetcher {
             net.metadata.request_update();
             for (tp, _) in &ctx.partitions {
                 self.backoff
-                    .insert(tp.clone(), now + self.config.retry_backoff);
+                    .insert(tp.clone(), now + self.config.common.retry_backoff);
             }
             return;
         }
@@ -284,7 +284,8 @@ impl Fetcher {
                         }
                         drop(st);
                         shared.notify();
-                        self.backoff.insert(tp, now + self.config.retry_backoff_max);
+                        self.backoff
+                            .insert(tp, now + self.config.common.retry_backoff_max);
                     }
                     code => {
                         // Leadership moved, a replica is catching up, the topic id changed:
@@ -297,7 +298,8 @@ impl Fetcher {
                             net.topic_ids.remove(&tp.topic);
                         }
                         net.metadata.request_update();
-                        self.backoff.insert(tp, now + self.config.retry_backoff);
+                        self.backoff
+                            .insert(tp, now + self.config.common.retry_backoff);
                     }
                 }
             }
@@ -319,8 +321,10 @@ impl Fetcher {
             // past the buffered chunk): the application reads that chunk first; the fetch
             // from the position it then reaches decides.
             drop(st);
-            self.backoff
-                .insert(tp.clone(), Instant::now() + self.config.retry_backoff);
+            self.backoff.insert(
+                tp.clone(),
+                Instant::now() + self.config.common.retry_backoff,
+            );
             return;
         }
         let policy = self.config.auto_offset_reset;
@@ -354,7 +358,7 @@ impl Fetcher {
         };
         let mut by_node: BTreeMap<i32, Vec<(TopicPartition, AutoOffsetReset)>> = BTreeMap::new();
         for (tp, r) in wanted {
-            match net.leader(&tp) {
+            match net.leader(&tp.topic, tp.partition) {
                 Some(node) => by_node.entry(node).or_default().push((tp, r)),
                 None => {
                     net.metadata.add_topic(&tp.topic);
@@ -390,7 +394,7 @@ impl Fetcher {
                         partitions,
                     })
                     .collect(),
-                timeout_ms: self.config.request_timeout.as_millis() as i32,
+                timeout_ms: self.config.common.request_timeout.as_millis() as i32,
             };
             let names: Vec<TopicPartition> = parts.iter().map(|(tp, _)| tp.clone()).collect();
             match net
@@ -441,7 +445,8 @@ impl Fetcher {
                 other => {
                     tracing::debug!(partition = %tp, answer = ?other, "ListOffsets: retrying");
                     net.metadata.request_update();
-                    self.backoff.insert(tp, now + self.config.retry_backoff);
+                    self.backoff
+                        .insert(tp, now + self.config.common.retry_backoff);
                 }
             }
         }

@@ -38,7 +38,6 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 pub use self::assignor::AssignorKind;
-use self::checkpoint::CheckpointState;
 pub use self::config::{AutoOffsetReset, ConfigError, ConsumerConfig};
 use self::coordinator::{CommitOffsets, CommitReply};
 pub use self::error::ConsumerError;
@@ -48,6 +47,7 @@ pub use self::record::{
     ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TimestampType, TopicPartition,
 };
 use self::shared::{RebalanceStep, Shared, Subscription};
+use crate::network::checkpoint::CheckpointState;
 use crate::network::{Event, NetworkClient, NetworkConfig};
 pub use crate::protocol::messages::fetch::IsolationLevel;
 
@@ -123,7 +123,7 @@ pub struct Consumer {
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
-            .field("client_id", &self.inner.config.client_id)
+            .field("client_id", &self.inner.config.common.client_id)
             .field("group_id", &self.inner.config.group_id)
             .finish_non_exhaustive()
     }
@@ -169,8 +169,8 @@ impl Consumer {
     /// connects until `subscribe()` or `assign()` gives it something to do.
     pub fn new(mut config: ConsumerConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        if config.client_id.is_empty() {
-            config.client_id = format!(
+        if config.common.client_id.is_empty() {
+            config.common.client_id = format!(
                 "consumer-{}-{}",
                 config.group_id.as_deref().unwrap_or("nogroup"),
                 NEXT_CLIENT.fetch_add(1, Ordering::Relaxed)
@@ -181,17 +181,7 @@ impl Consumer {
         let (commands_tx, commands_rx) = mpsc::channel();
         let wake_pending = Arc::new(AtomicBool::new(false));
         let shared = Shared::new(config.group_instance_id.clone());
-        let client = NetworkClient::new(
-            NetworkConfig {
-                client_id: config.client_id.clone(),
-                request_timeout: config.request_timeout,
-                connect_timeout: config.connect_timeout,
-                reconnect_backoff: config.reconnect_backoff,
-                reconnect_backoff_max: config.reconnect_backoff_max,
-                max_in_flight: 5,
-            },
-            events_tx.clone(),
-        );
+        let client = NetworkClient::new(NetworkConfig::new(&config.common, 5), events_tx.clone());
         let io = ConsumerNetworkThread::new(
             config.clone(),
             client,
@@ -201,7 +191,7 @@ impl Consumer {
             wake_pending.clone(),
         );
         let thread = std::thread::Builder::new()
-            .name(format!("kafka-consumer-{}", config.client_id))
+            .name(format!("kafka-consumer-{}", config.common.client_id))
             .spawn({
                 let shared = shared.clone();
                 move || {
@@ -221,7 +211,7 @@ impl Consumer {
             .map_err(|e| {
                 ConfigError::new(
                     "client.id",
-                    &config.client_id,
+                    &config.common.client_id,
                     format!("cannot start the network thread: {e}"),
                 )
             })?;
@@ -241,11 +231,11 @@ impl Consumer {
             polling: Mutex::new(()),
             checkpoint: CheckpointState::default(),
         });
-        if inner.config.crac_register {
+        if inner.config.common.crac_register {
             crac_api::Core::global_context()
                 .register_with_priority(&inner, crac_api::Priority::Network);
         }
-        tracing::info!(client_id = %inner.config.client_id, group_id = ?inner.config.group_id, "consumer started");
+        tracing::info!(client_id = %inner.config.common.client_id, group_id = ?inner.config.group_id, "consumer started");
         Ok(Self { inner })
     }
 
@@ -805,7 +795,7 @@ impl Consumer {
                 st.assignment.keys().cloned().collect::<Vec<_>>(),
             )
         };
-        tracing::info!(client_id = %self.inner.config.client_id, partitions = partitions.len(), "closing consumer");
+        tracing::info!(client_id = %self.inner.config.common.client_id, partitions = partitions.len(), "closing consumer");
         if grouped && !self.inner.shared.state.lock().checkpointing {
             self.give_up(&partitions, false, timeout);
         }

@@ -22,7 +22,7 @@ use super::fetcher::Fetcher;
 use super::net::{Net, RequestContext};
 use super::record::TopicPartition;
 use super::shared::{RebalanceStep, Shared, Subscription};
-use crate::network::{Completion, Event, Metadata, NetworkClient};
+use crate::network::{Completion, Event, NetworkClient};
 use crate::protocol::messages::MetadataRequest;
 use crate::protocol::messages::fetch::FetchRequest;
 use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
@@ -118,20 +118,8 @@ impl ConsumerNetworkThread {
         commands: Receiver<Command>,
         wake_pending: Arc<AtomicBool>,
     ) -> Self {
-        let metadata = Metadata::new(
-            config.bootstrap_servers.clone(),
-            config.metadata_max_age,
-            config.retry_backoff,
-        );
         Self {
-            net: Net {
-                client,
-                metadata,
-                topic_ids: Default::default(),
-                metadata_in_flight: false,
-                allow_auto_create_topics: config.allow_auto_create_topics,
-                coordinator_node: None,
-            },
+            net: Net::new(client, &config.common),
             coordinator: Coordinator::new(config.clone()),
             fetcher: Fetcher::new(config.clone()),
             config,
@@ -147,7 +135,8 @@ impl ConsumerNetworkThread {
     /// The thread's body: runs until closed.
     pub fn run(mut self) {
         let _span =
-            tracing::info_span!("kafka_consumer", client_id = %self.config.client_id).entered();
+            tracing::info_span!("kafka_consumer", client_id = %self.config.common.client_id)
+                .entered();
         tracing::debug!("consumer network thread started");
         loop {
             let now = Instant::now();
@@ -162,7 +151,8 @@ impl ConsumerNetworkThread {
             self.track_topics();
             // Nothing connects before the application gives the consumer something to do.
             if self.coordinator.has_work(&self.shared) {
-                self.net.maybe_update_metadata(now);
+                // A failed send is a failed attempt, retried after the backoff.
+                let _ = self.net.maybe_update_metadata(now);
             }
             self.coordinator.poll(&mut self.net, &self.shared, now);
             if matches!(self.phase, Phase::Running) {
@@ -177,7 +167,7 @@ impl ConsumerNetworkThread {
                 self.on_completion(c);
             }
         }
-        let lost = self.net.client.close_all("consumer closed");
+        let lost = self.net.close_all("consumer closed");
         self.dispatch_lost(lost, "consumer closed");
         tracing::debug!("consumer network thread stopped");
     }
@@ -377,10 +367,9 @@ impl ConsumerNetworkThread {
     /// Committed and left: close every connection and give up the assignment (the
     /// application hears `on_partitions_revoked` at its first `poll()` after the restore).
     fn finish_checkpoint(&mut self) {
-        let lost = self.net.client.close_all("checkpoint");
+        let lost = self.net.close_all("checkpoint");
         self.dispatch_lost(lost, "checkpoint");
         self.fetcher.reset();
-        self.net.metadata_in_flight = false;
         {
             let mut st = self.shared.state.lock();
             st.clear_buffer();
@@ -419,8 +408,7 @@ impl ConsumerNetworkThread {
                 shift_ms = shift.as_millis() as u64,
                 "rebasing deadlines by the frozen time"
             );
-            self.net.client.rebase(shift);
-            self.net.metadata.rebase(shift);
+            self.net.rebase(shift);
             self.coordinator.rebase(shift);
             self.fetcher.rebase(shift);
         }
@@ -428,12 +416,8 @@ impl ConsumerNetworkThread {
         if matches!(self.phase, Phase::Checkpointed) {
             // The cluster may have changed while this was an image, and clones of one image
             // must not share a member id or a group.instance.id.
-            let lost = self.net.client.clear_nodes();
+            let lost = self.net.rebootstrap();
             self.dispatch_lost(lost, "re-bootstrap");
-            self.net.metadata.rebootstrap();
-            self.net.metadata_in_flight = false;
-            self.net.coordinator_node = None;
-            self.net.topic_ids.clear();
             self.topics_version = (u64::MAX, usize::MAX);
             self.coordinator
                 .reset_after_restore(group_instance_id, &self.shared);
@@ -450,10 +434,7 @@ impl ConsumerNetworkThread {
 
     fn on_lost(&mut self, ctx: RequestContext) {
         match ctx {
-            RequestContext::Metadata => {
-                self.net.metadata_in_flight = false;
-                self.net.metadata.failed_attempt(Instant::now());
-            }
+            RequestContext::Metadata => self.net.metadata_lost(Instant::now()),
             RequestContext::Fetch(f) => self.fetcher.on_fetch_lost(f),
             RequestContext::ListOffsets(l) => self.fetcher.on_list_offsets_lost(l),
             other => self.coordinator.on_request_lost(other, &self.shared),

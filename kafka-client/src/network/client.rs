@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::connection::{BrokerConnection, ConnectParams};
 use super::{Event, NetworkError};
+use crate::config::CommonConfig;
 use crate::protocol::{ApiKey, Request, encode_frame};
 
 /// Connection settings (Java's names in the docs).
@@ -33,6 +34,20 @@ pub struct NetworkConfig {
     pub reconnect_backoff_max: Duration,
     /// `max.in.flight.requests.per.connection`.
     pub max_in_flight: usize,
+}
+
+impl NetworkConfig {
+    /// The connection settings of a client's common keys.
+    pub fn new(common: &CommonConfig, max_in_flight: usize) -> Self {
+        Self {
+            client_id: common.client_id.clone(),
+            request_timeout: common.request_timeout,
+            connect_timeout: common.connect_timeout,
+            reconnect_backoff: common.reconnect_backoff,
+            reconnect_backoff_max: common.reconnect_backoff_max,
+            max_in_flight,
+        }
+    }
 }
 
 /// A request waiting for its response.

@@ -1,16 +1,21 @@
-//! Broker connections: [`connection`] (one blocking TCP connection and its reader thread),
-//! [`client`] (`NetworkClient`: every connection, in-flight requests, backoff, timeouts) and
-//! [`metadata`] (`Metadata`: the cluster view, bootstrap and refresh).
+//! Broker connections, one layer for the producer and the consumer: [`connection`] (one
+//! blocking TCP connection and its reader thread), [`client`] (`NetworkClient`: every
+//! connection, in-flight requests, backoff, timeouts), [`metadata`] (`Metadata`: the cluster
+//! view, bootstrap and refresh), [`net`] (`Net`: the three together as a client's I/O thread
+//! owns them) and the checkpoint state both clients keep.
 
+pub(crate) mod checkpoint;
 pub mod client;
 pub mod connection;
 pub mod metadata;
+pub mod net;
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
 pub use client::{Completion, NetworkClient, NetworkConfig};
 pub use metadata::{Cluster, Metadata, PartitionInfo, TopicInfo};
+pub use net::{MetadataContext, Net};
 
 use crate::protocol::{DecodeError, ErrorCode};
 

@@ -2,10 +2,9 @@
 //! and take a new producer id after the restore.
 
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use crac_api::{Context, Core, Resource, ResourceError};
-use parking_lot::Mutex;
+use crac_api::{Context, Resource, ResourceError};
 
 use super::ProducerInner;
 use super::sender::Command;
@@ -30,41 +29,9 @@ pub enum CheckpointDrainError {
     },
 }
 
-/// What `before_checkpoint` left for `after_restore`.
-#[derive(Debug, Default)]
-pub(crate) struct CheckpointState {
-    /// Monotonic and wall time when the connections were closed, if they were.
-    marker: Mutex<Option<(Instant, SystemTime)>>,
-}
-
-/// How far the monotonic clock moved while the process was frozen: zero when the restore
-/// ran in a time namespace that continues `CLOCK_MONOTONIC` (CRIU's default here), the frozen
-/// time when it did not. Deadlines are shifted by that much, so nothing expires because the
-/// process slept.
-pub(crate) fn monotonic_jump(marker: (Instant, SystemTime)) -> Duration {
-    let (mono0, wall0) = marker;
-    let mono = mono0.elapsed();
-    let wall = SystemTime::now()
-        .duration_since(wall0)
-        .unwrap_or(Duration::ZERO);
-    let m = Core::management();
-    let frozen = match m.restore_time() {
-        Some(t) if t >= wall0 => m.frozen_duration().unwrap_or(Duration::ZERO),
-        _ => Duration::ZERO,
-    };
-    jump(mono, wall, frozen)
-}
-
-/// Between the drain and the restore hook the process ran for `wall - frozen`; whatever the
-/// monotonic clock advanced beyond that is the jump (never more than the frozen time).
-fn jump(mono: Duration, wall: Duration, frozen: Duration) -> Duration {
-    let running = wall.saturating_sub(frozen);
-    mono.saturating_sub(running).min(frozen)
-}
-
 impl Resource for ProducerInner {
     fn before_checkpoint(&self, _: &Context) -> Result<(), ResourceError> {
-        let client_id = self.config.client_id.clone();
+        let client_id = self.config.common.client_id.clone();
         if self.acc.is_closed() {
             return Ok(());
         }
@@ -82,7 +49,7 @@ impl Resource for ProducerInner {
         }
         match rx.recv_timeout(timeout + Duration::from_secs(10)) {
             Ok(Ok(())) => {
-                *self.checkpoint.marker.lock() = Some((Instant::now(), SystemTime::now()));
+                self.checkpoint.closed_now();
                 Ok(())
             }
             Ok(Err(detail)) => {
@@ -97,38 +64,17 @@ impl Resource for ProducerInner {
     }
 
     fn after_restore(&self, _: &Context) -> Result<(), ResourceError> {
-        let marker = self.checkpoint.marker.lock().take();
-        let shift = marker.map_or(Duration::ZERO, monotonic_jump);
+        let shift = self.checkpoint.take().unwrap_or(Duration::ZERO);
         let (tx, rx) = mpsc::channel();
         if self.command(Command::Restore { shift, reply: tx }) {
             let _ = rx.recv_timeout(Duration::from_secs(10));
         }
         self.acc.resume();
-        tracing::info!(client_id = %self.config.client_id, shift_ms = shift.as_millis() as u64, "kafka producer resumed after restore");
+        tracing::info!(client_id = %self.config.common.client_id, shift_ms = shift.as_millis() as u64, "kafka producer resumed after restore");
         Ok(())
     }
 
     fn name(&self) -> String {
-        format!("kafka-producer[{}]", self.config.client_id)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::jump;
-    use std::time::Duration;
-
-    #[test]
-    fn jump_is_what_the_monotonic_clock_gained_while_frozen() {
-        let s = Duration::from_secs;
-        let ms = Duration::from_millis;
-        // CRIU with a time namespace: monotonic continued where it stopped (this machine).
-        assert_eq!(jump(ms(300), s(120) + ms(300), s(120)), Duration::ZERO);
-        // Without one: monotonic jumped by the frozen time.
-        assert_eq!(jump(s(120) + ms(300), s(120) + ms(300), s(120)), s(120));
-        // No image (noop engine, aborted checkpoint): nothing to shift.
-        assert_eq!(jump(ms(50), ms(50), Duration::ZERO), Duration::ZERO);
-        // Wall clock stepped backwards: no shift rather than a bogus one.
-        assert_eq!(jump(ms(50), Duration::ZERO, Duration::ZERO), Duration::ZERO);
+        format!("kafka-producer[{}]", self.config.common.client_id)
     }
 }

@@ -6,8 +6,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 pub use crate::config::ConfigError;
-use crate::config::{parse_bool, parse_ms, parse_num, parse_with, properties_pairs};
-use crate::network::metadata::{BootstrapServer, parse_bootstrap};
+use crate::config::{
+    COMMON_KEYS, CommonConfig, common_builders, concat_keys, parse_bool, parse_ms, parse_num,
+    parse_with, properties_pairs,
+};
 use crate::protocol::record::Compression;
 
 /// `acks`: how many replicas must have a record before the broker acknowledges it.
@@ -60,10 +62,10 @@ impl fmt::Display for Acks {
 /// `key, value` pair the way Java's `Properties` does.
 #[derive(Debug, Clone)]
 pub struct ProducerConfig {
-    /// `bootstrap.servers`.
-    pub bootstrap_servers: Vec<BootstrapServer>,
-    /// `client.id`.
-    pub client_id: String,
+    /// The keys every client has: `bootstrap.servers`, `client.id`, `request.timeout.ms`,
+    /// `retry.backoff.*`, `reconnect.backoff.*`, `socket.connection.setup.timeout.ms`,
+    /// `metadata.max.age.ms`, `allow.auto.create.topics`, `crac.register`.
+    pub common: CommonConfig,
     /// `acks` (default all).
     pub acks: Acks,
     /// `linger.ms` (default 5).
@@ -74,16 +76,10 @@ pub struct ProducerConfig {
     pub buffer_memory: usize,
     /// `max.block.ms` (default 60000): how long `send()` and `flush()`-free waits block.
     pub max_block: Duration,
-    /// `request.timeout.ms` (default 30000).
-    pub request_timeout: Duration,
     /// `delivery.timeout.ms` (default 120000).
     pub delivery_timeout: Duration,
     /// `retries` (default 2147483647).
     pub retries: u32,
-    /// `retry.backoff.ms` (default 100).
-    pub retry_backoff: Duration,
-    /// `retry.backoff.max.ms` (default 1000).
-    pub retry_backoff_max: Duration,
     /// `max.in.flight.requests.per.connection` (default 5).
     pub max_in_flight: usize,
     /// `enable.idempotence` (default true).
@@ -92,82 +88,53 @@ pub struct ProducerConfig {
     pub compression: Compression,
     /// `max.request.size` (default 1 MiB).
     pub max_request_size: usize,
-    /// `metadata.max.age.ms` (default 300000).
-    pub metadata_max_age: Duration,
     /// `partitioner.ignore.keys` (default false).
     pub partitioner_ignore_keys: bool,
-    /// `reconnect.backoff.ms` (default 50).
-    pub reconnect_backoff: Duration,
-    /// `reconnect.backoff.max.ms` (default 1000).
-    pub reconnect_backoff_max: Duration,
-    /// `socket.connection.setup.timeout.ms` (default 10000).
-    pub connect_timeout: Duration,
-    /// `allow.auto.create.topics` (default true, as in Java's producer).
-    pub allow_auto_create_topics: bool,
     /// `checkpoint.drain.timeout.ms` (default 30000): how long `before_checkpoint` waits for
     /// every accepted record to be acknowledged.
     pub checkpoint_drain_timeout: Duration,
-    /// `crac.register` (default true): register in the global CRaC context.
-    pub crac_register: bool,
     explicit_idempotence: bool,
     explicit: Vec<&'static str>,
 }
 
-/// Every key [`ProducerConfig::set`] accepts.
-pub const KEYS: &[&str] = &[
-    "bootstrap.servers",
-    "client.id",
+/// The producer's own keys.
+const PRODUCER_KEYS: &[&str] = &[
     "acks",
     "linger.ms",
     "batch.size",
     "buffer.memory",
     "max.block.ms",
-    "request.timeout.ms",
     "delivery.timeout.ms",
     "retries",
-    "retry.backoff.ms",
-    "retry.backoff.max.ms",
     "max.in.flight.requests.per.connection",
     "enable.idempotence",
     "compression.type",
     "max.request.size",
-    "metadata.max.age.ms",
     "partitioner.ignore.keys",
-    "reconnect.backoff.ms",
-    "reconnect.backoff.max.ms",
-    "socket.connection.setup.timeout.ms",
-    "allow.auto.create.topics",
     "checkpoint.drain.timeout.ms",
-    "crac.register",
 ];
+
+/// Every key [`ProducerConfig::set`] accepts: the [`COMMON_KEYS`], then the producer's own.
+pub const KEYS: &[&str] =
+    &concat_keys::<{ COMMON_KEYS.len() + PRODUCER_KEYS.len() }>(COMMON_KEYS, PRODUCER_KEYS);
 
 impl Default for ProducerConfig {
     fn default() -> Self {
         Self {
-            bootstrap_servers: Vec::new(),
-            client_id: String::new(),
+            common: CommonConfig::default(),
             acks: Acks::All,
             linger: Duration::from_millis(5),
             batch_size: 16384,
             buffer_memory: 32 * 1024 * 1024,
             max_block: Duration::from_millis(60_000),
-            request_timeout: Duration::from_millis(30_000),
             delivery_timeout: Duration::from_millis(120_000),
             retries: i32::MAX as u32,
-            retry_backoff: Duration::from_millis(100),
-            retry_backoff_max: Duration::from_millis(1000),
             max_in_flight: 5,
             enable_idempotence: true,
             compression: Compression::None,
             max_request_size: 1024 * 1024,
-            metadata_max_age: Duration::from_millis(300_000),
             partitioner_ignore_keys: false,
-            reconnect_backoff: Duration::from_millis(50),
-            reconnect_backoff_max: Duration::from_millis(1000),
-            connect_timeout: Duration::from_millis(10_000),
-            allow_auto_create_topics: true,
             checkpoint_drain_timeout: Duration::from_millis(30_000),
-            crac_register: true,
             explicit_idempotence: false,
             explicit: Vec::new(),
         }
@@ -207,22 +174,17 @@ impl ProducerConfig {
     /// value is an error naming both.
     pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, ConfigError> {
         let v = value;
+        if let Some(k) = self.common.set(key, v)? {
+            return Ok(self.mark(k));
+        }
         match key {
-            "bootstrap.servers" => {
-                self.bootstrap_servers =
-                    parse_bootstrap(v).map_err(|r| ConfigError::new(key, v, r))?
-            }
-            "client.id" => self.client_id = v.to_owned(),
             "acks" => self.acks = parse_with(key, v)?,
             "linger.ms" => self.linger = parse_ms(key, v)?,
             "batch.size" => self.batch_size = parse_num(key, v, 0usize)?,
             "buffer.memory" => self.buffer_memory = parse_num(key, v, 1usize)?,
             "max.block.ms" => self.max_block = parse_ms(key, v)?,
-            "request.timeout.ms" => self.request_timeout = parse_ms(key, v)?,
             "delivery.timeout.ms" => self.delivery_timeout = parse_ms(key, v)?,
             "retries" => self.retries = parse_num(key, v, 0u32)?,
-            "retry.backoff.ms" => self.retry_backoff = parse_ms(key, v)?,
-            "retry.backoff.max.ms" => self.retry_backoff_max = parse_ms(key, v)?,
             "max.in.flight.requests.per.connection" => {
                 self.max_in_flight = parse_num(key, v, 1usize)?
             }
@@ -234,14 +196,8 @@ impl ProducerConfig {
                 self.compression = parse_with(key, v)?;
             }
             "max.request.size" => self.max_request_size = parse_num(key, v, 1usize)?,
-            "metadata.max.age.ms" => self.metadata_max_age = parse_ms(key, v)?,
             "partitioner.ignore.keys" => self.partitioner_ignore_keys = parse_bool(key, v)?,
-            "reconnect.backoff.ms" => self.reconnect_backoff = parse_ms(key, v)?,
-            "reconnect.backoff.max.ms" => self.reconnect_backoff_max = parse_ms(key, v)?,
-            "socket.connection.setup.timeout.ms" => self.connect_timeout = parse_ms(key, v)?,
-            "allow.auto.create.topics" => self.allow_auto_create_topics = parse_bool(key, v)?,
             "checkpoint.drain.timeout.ms" => self.checkpoint_drain_timeout = parse_ms(key, v)?,
-            "crac.register" => self.crac_register = parse_bool(key, v)?,
             _ => {
                 return Err(ConfigError::new(
                     key,
@@ -251,9 +207,7 @@ impl ProducerConfig {
             }
         }
         if let Some(k) = KEYS.iter().find(|k| **k == key) {
-            if !self.explicit.contains(k) {
-                self.explicit.push(k);
-            }
+            self.mark(k);
         }
         Ok(self)
     }
@@ -262,9 +216,7 @@ impl ProducerConfig {
     /// explicitly, is switched off by settings that contradict it (`acks` other than all,
     /// `retries=0`, more than 5 in flight); set explicitly, the contradiction is an error.
     pub fn validate(&mut self) -> Result<(), ConfigError> {
-        if self.bootstrap_servers.is_empty() {
-            return Err(ConfigError::new("bootstrap.servers", "", "required"));
-        }
+        self.common.validate()?;
         if self.enable_idempotence {
             let conflict = if self.acks != Acks::All {
                 Some(("acks", self.acks.to_string(), "idempotence needs acks=all"))
@@ -291,7 +243,7 @@ impl ProducerConfig {
                 self.enable_idempotence = false;
             }
         }
-        let min_delivery = self.linger + self.request_timeout;
+        let min_delivery = self.linger + self.common.request_timeout;
         if self.delivery_timeout < min_delivery {
             return Err(ConfigError::new(
                 "delivery.timeout.ms",
@@ -324,12 +276,7 @@ impl ProducerConfig {
         self
     }
 
-    /// `client.id`.
-    pub fn client_id(mut self, id: impl Into<String>) -> Self {
-        self.client_id = id.into();
-        self.mark("client.id");
-        self
-    }
+    common_builders!();
 
     /// `acks`.
     pub fn acks(mut self, acks: Acks) -> Self {
@@ -366,13 +313,6 @@ impl ProducerConfig {
         self
     }
 
-    /// `request.timeout.ms`.
-    pub fn request_timeout(mut self, d: Duration) -> Self {
-        self.request_timeout = d;
-        self.mark("request.timeout.ms");
-        self
-    }
-
     /// `delivery.timeout.ms`.
     pub fn delivery_timeout(mut self, d: Duration) -> Self {
         self.delivery_timeout = d;
@@ -384,13 +324,6 @@ impl ProducerConfig {
     pub fn retries(mut self, n: u32) -> Self {
         self.retries = n;
         self.mark("retries");
-        self
-    }
-
-    /// `retry.backoff.ms`.
-    pub fn retry_backoff(mut self, d: Duration) -> Self {
-        self.retry_backoff = d;
-        self.mark("retry.backoff.ms");
         self
     }
 
@@ -416,25 +349,10 @@ impl ProducerConfig {
         self
     }
 
-    /// `metadata.max.age.ms`.
-    pub fn metadata_max_age(mut self, d: Duration) -> Self {
-        self.metadata_max_age = d;
-        self.mark("metadata.max.age.ms");
-        self
-    }
-
     /// `partitioner.ignore.keys`.
     pub fn partitioner_ignore_keys(mut self, on: bool) -> Self {
         self.partitioner_ignore_keys = on;
         self.mark("partitioner.ignore.keys");
-        self
-    }
-
-    /// `reconnect.backoff.ms` and `reconnect.backoff.max.ms`.
-    pub fn reconnect_backoff(mut self, base: Duration, max: Duration) -> Self {
-        self.reconnect_backoff = base;
-        self.reconnect_backoff_max = max;
-        self.mark("reconnect.backoff.ms");
         self
     }
 
@@ -444,32 +362,11 @@ impl ProducerConfig {
         self.mark("checkpoint.drain.timeout.ms");
         self
     }
-
-    /// `crac.register`.
-    pub fn crac_register(mut self, on: bool) -> Self {
-        self.crac_register = on;
-        self.mark("crac.register");
-        self
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn java_defaults() {
-        let c = ProducerConfig::from_properties([("bootstrap.servers", "127.0.0.1:9092")]).unwrap();
-        assert_eq!(c.acks, Acks::All);
-        assert_eq!(c.linger, Duration::from_millis(5));
-        assert_eq!(c.batch_size, 16384);
-        assert_eq!(c.buffer_memory, 33_554_432);
-        assert_eq!(c.max_block, Duration::from_secs(60));
-        assert_eq!(c.delivery_timeout, Duration::from_secs(120));
-        assert_eq!(c.max_in_flight, 5);
-        assert!(c.enable_idempotence);
-        assert_eq!(c.max_request_size, 1_048_576);
-    }
 
     #[test]
     fn errors_name_key_and_value() {

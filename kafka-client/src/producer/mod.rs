@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use self::accumulator::{AccumulatorConfig, NoCallback, RecordAccumulator};
-use self::checkpoint::CheckpointState;
 pub use self::config::{Acks, ConfigError, ProducerConfig};
 pub use self::delivery::{Callback, DeliveryFuture};
 use self::metrics::Counters;
@@ -32,6 +31,7 @@ pub use self::metrics::ProducerMetrics;
 pub use self::record::{ProducerRecord, RecordMetadata};
 use self::sender::{Command, Sender};
 use crate::error::{ProduceError, TimeoutError};
+use crate::network::checkpoint::CheckpointState;
 use crate::network::{Event, NetworkClient, NetworkConfig};
 
 static NEXT_CLIENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -66,7 +66,7 @@ pub struct Producer {
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Producer")
-            .field("client_id", &self.inner.config.client_id)
+            .field("client_id", &self.inner.config.common.client_id)
             .finish_non_exhaustive()
     }
 }
@@ -88,8 +88,9 @@ impl Producer {
     /// connects until the first record (or metadata request) needs it.
     pub fn new(mut config: ProducerConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        if config.client_id.is_empty() {
-            config.client_id = format!("producer-{}", NEXT_CLIENT.fetch_add(1, Ordering::Relaxed));
+        if config.common.client_id.is_empty() {
+            config.common.client_id =
+                format!("producer-{}", NEXT_CLIENT.fetch_add(1, Ordering::Relaxed));
         }
         let (events_tx, events_rx) = mpsc::channel();
         let (commands_tx, commands_rx) = mpsc::channel();
@@ -118,14 +119,7 @@ impl Producer {
             wake,
         ));
         let client = NetworkClient::new(
-            NetworkConfig {
-                client_id: config.client_id.clone(),
-                request_timeout: config.request_timeout,
-                connect_timeout: config.connect_timeout,
-                reconnect_backoff: config.reconnect_backoff,
-                reconnect_backoff_max: config.reconnect_backoff_max,
-                max_in_flight: config.max_in_flight,
-            },
+            NetworkConfig::new(&config.common, config.max_in_flight),
             events_tx.clone(),
         );
         let sender = Sender::new(
@@ -138,7 +132,7 @@ impl Producer {
             wake_pending.clone(),
         );
         let thread = std::thread::Builder::new()
-            .name(format!("kafka-producer-{}", config.client_id))
+            .name(format!("kafka-producer-{}", config.common.client_id))
             .spawn({
                 let acc = acc.clone();
                 move || {
@@ -157,7 +151,7 @@ impl Producer {
             })
             .map_err(|e| ConfigError {
                 key: "client.id".into(),
-                value: config.client_id.clone(),
+                value: config.common.client_id.clone(),
                 reason: format!("cannot start the sender thread: {e}"),
             })?;
         let sender_thread = thread.thread().id();
@@ -172,11 +166,11 @@ impl Producer {
             thread: Mutex::new(Some(thread)),
             checkpoint: CheckpointState::default(),
         });
-        if inner.config.crac_register {
+        if inner.config.common.crac_register {
             crac_api::Core::global_context()
                 .register_with_priority(&inner, crac_api::Priority::Network);
         }
-        tracing::info!(client_id = %inner.config.client_id, idempotence = inner.config.enable_idempotence, acks = %inner.config.acks, "producer started");
+        tracing::info!(client_id = %inner.config.common.client_id, idempotence = inner.config.enable_idempotence, acks = %inner.config.acks, "producer started");
         Ok(Self { inner })
     }
 
@@ -292,7 +286,7 @@ impl ProducerInner {
             return Ok(());
         };
         let pending = self.acc.incomplete_records();
-        tracing::info!(client_id = %self.config.client_id, pending, timeout_ms = timeout.as_millis() as u64, "closing producer");
+        tracing::info!(client_id = %self.config.common.client_id, pending, timeout_ms = timeout.as_millis() as u64, "closing producer");
         self.acc.close(None);
         // A checkpoint gate left closed must not keep the close from draining.
         self.acc.resume();

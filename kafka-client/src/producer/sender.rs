@@ -17,7 +17,7 @@ use super::accumulator::{ProducerBatch, RecordAccumulator};
 use super::config::{Acks, ProducerConfig};
 use super::metrics::Counters;
 use crate::error::ProduceError;
-use crate::network::{Completion, Event, Metadata, NetworkClient, NetworkError};
+use crate::network::{Completion, Event, MetadataContext, Net, NetworkClient, NetworkError};
 use crate::protocol::messages::{
     InitProducerIdRequest, MetadataRequest, ProduceRequest, ProduceResponse,
     produce::{PartitionProduceData, TopicProduceData},
@@ -48,6 +48,12 @@ pub(crate) enum RequestContext {
     Produce(Vec<ProducerBatch>),
     Metadata,
     InitProducerId,
+}
+
+impl MetadataContext for RequestContext {
+    fn metadata() -> Self {
+        Self::Metadata
+    }
 }
 
 /// Idempotence state of one partition.
@@ -97,8 +103,7 @@ enum Phase {
 pub(crate) struct Sender {
     config: ProducerConfig,
     acc: Arc<RecordAccumulator>,
-    client: NetworkClient<RequestContext>,
-    metadata: Metadata,
+    net: Net<RequestContext>,
     events: Receiver<Event>,
     commands: Receiver<Command>,
     counters: Arc<Counters>,
@@ -106,7 +111,6 @@ pub(crate) struct Sender {
     pid: ProducerId,
     pid_in_flight: bool,
     pid_retry_at: Option<Instant>,
-    metadata_in_flight: bool,
     sequences: HashMap<(Arc<str>, i32), PartitionSequence>,
     produce_in_flight: usize,
     phase: Phase,
@@ -134,11 +138,7 @@ impl Sender {
         counters: Arc<Counters>,
         wake_pending: Arc<AtomicBool>,
     ) -> Self {
-        let metadata = Metadata::new(
-            config.bootstrap_servers.clone(),
-            config.metadata_max_age,
-            config.retry_backoff,
-        );
+        let net = Net::new(client, &config.common);
         let pid = if config.enable_idempotence {
             ProducerId::Needed
         } else {
@@ -147,8 +147,7 @@ impl Sender {
         Self {
             config,
             acc,
-            client,
-            metadata,
+            net,
             events,
             commands,
             counters,
@@ -156,7 +155,6 @@ impl Sender {
             pid,
             pid_in_flight: false,
             pid_retry_at: None,
-            metadata_in_flight: false,
             sequences: HashMap::new(),
             produce_in_flight: 0,
             phase: Phase::Running,
@@ -168,8 +166,8 @@ impl Sender {
     /// The thread's body.
     /// Runs until closed; returns how many accepted records the close had to fail.
     pub fn run(mut self) -> usize {
-        let _span =
-            tracing::info_span!("kafka_sender", client_id = %self.config.client_id).entered();
+        let _span = tracing::info_span!("kafka_sender", client_id = %self.config.common.client_id)
+            .entered();
         tracing::debug!("sender started");
         loop {
             let now = Instant::now();
@@ -180,7 +178,7 @@ impl Sender {
                 continue;
             }
             for t in self.acc.take_wanted_topics() {
-                self.metadata.add_topic(&t);
+                self.net.metadata.add_topic(&t);
             }
             self.ensure_bootstrap_nodes();
             self.maybe_update_metadata(now);
@@ -195,14 +193,14 @@ impl Sender {
             }
             let timeout = self.poll_timeout(now, next_ready);
             self.wait(timeout);
-            for c in self.client.expire(Instant::now()) {
+            for c in self.net.client.expire(Instant::now()) {
                 self.on_completion(c);
             }
             self.counters
                 .in_flight
-                .store(self.client.total_in_flight() as u64, Ordering::Relaxed);
+                .store(self.net.client.total_in_flight() as u64, Ordering::Relaxed);
         }
-        let lost = self.client.close_all("producer closed");
+        let lost = self.net.close_all("producer closed");
         let reason: Arc<str> = Arc::from("closed before the broker answered");
         for ctx in lost {
             if let RequestContext::Produce(batches) = ctx {
@@ -225,7 +223,7 @@ impl Sender {
         while let Some(ev) = next {
             if matches!(ev, Event::Wakeup) {
                 self.wake_pending.store(false, Ordering::Release);
-            } else if let Some(c) = self.client.handle_event(ev) {
+            } else if let Some(c) = self.net.client.handle_event(ev) {
                 self.on_completion(c);
             }
             next = self.events.try_recv().ok();
@@ -266,15 +264,13 @@ impl Sender {
                 "rebasing deadlines by the frozen time"
             );
             self.acc.rebase(shift);
-            self.client.rebase(shift);
-            self.metadata.rebase(shift);
+            self.net.rebase(shift);
         }
         if matches!(self.phase, Phase::Checkpointed) {
             // The cluster may have changed while we were an image, and clones of one image
             // must not share a producer id.
-            self.client.clear_nodes();
-            self.metadata.rebootstrap();
-            self.metadata_in_flight = false;
+            let lost = self.net.rebootstrap();
+            self.requeue_lost(lost);
             if self.pid != ProducerId::Disabled {
                 self.pid = ProducerId::Needed;
                 self.pid_in_flight = false;
@@ -287,49 +283,13 @@ impl Sender {
         }
     }
 
-    /// Registers the bootstrap servers as nodes (negative ids, as in Java) until the first
-    /// metadata answer names the real brokers.
     fn ensure_bootstrap_nodes(&mut self) {
-        if self.metadata.is_bootstrapped() {
-            return;
-        }
-        let servers = self.metadata.bootstrap_servers().to_vec();
-        for (i, s) in servers.iter().enumerate() {
-            let id = -(i as i32) - 1;
-            let lost = self.client.set_node(id, &s.host, s.port);
-            self.requeue_lost(lost);
-        }
-    }
-
-    fn candidate_nodes(&self) -> Vec<i32> {
-        if self.metadata.is_bootstrapped() && !self.metadata.cluster().brokers.is_empty() {
-            let mut v: Vec<i32> = self.metadata.cluster().brokers.keys().copied().collect();
-            v.sort_unstable();
-            v
-        } else {
-            (0..self.metadata.bootstrap_servers().len())
-                .map(|i| -(i as i32) - 1)
-                .collect()
-        }
-    }
-
-    /// A connected node for a control request (metadata, producer id); starts connecting
-    /// one if none is (the request goes out on a later turn); `None` if none is ready.
-    fn control_node(&mut self, now: Instant) -> Option<i32> {
-        let candidates = self.candidate_nodes();
-        if candidates.iter().any(|&n| self.client.is_ready(n)) {
-            return self.client.least_loaded(&candidates, now);
-        }
-        if candidates.iter().any(|&n| self.client.is_connecting(n)) {
-            return None;
-        }
-        let node = self.client.least_loaded(&candidates, now)?;
-        let _ = self.client.connect(node, now);
-        None
+        let lost = self.net.ensure_bootstrap_nodes();
+        self.requeue_lost(lost);
     }
 
     fn poll_connects(&mut self) {
-        for (_, r) in self.client.poll_connects() {
+        for (_, r) in self.net.client.poll_connects() {
             if r.is_ok() {
                 Counters::add(&self.counters.connects, 1);
             }
@@ -337,25 +297,8 @@ impl Sender {
     }
 
     fn maybe_update_metadata(&mut self, now: Instant) {
-        if self.metadata_in_flight || !self.metadata.update_due(now) {
-            return;
-        }
-        let Some(node) = self.control_node(now) else {
-            return;
-        };
-        let req = self
-            .metadata
-            .request(now, self.config.allow_auto_create_topics);
-        match self
-            .client
-            .send(node, &req, RequestContext::Metadata, true, now)
-        {
-            Ok(_) => self.metadata_in_flight = true,
-            Err((e, _)) => {
-                tracing::warn!(node, error = %e, "metadata request failed");
-                self.metadata.failed_attempt(now);
-                self.disconnect(node, &e.to_string());
-            }
+        if let Err((node, e)) = self.net.maybe_update_metadata(now) {
+            self.disconnect(node, &e.to_string());
         }
     }
 
@@ -367,23 +310,24 @@ impl Sender {
         }
         if self.pid != ProducerId::Needed
             || self.pid_in_flight
-            || !self.metadata.is_bootstrapped()
+            || !self.net.metadata.is_bootstrapped()
             || self.pid_retry_at.is_some_and(|t| now < t)
         {
             return;
         }
-        let Some(node) = self.control_node(now) else {
+        let Some(node) = self.net.any_node(now) else {
             return;
         };
         let req = InitProducerIdRequest::default();
         match self
+            .net
             .client
             .send(node, &req, RequestContext::InitProducerId, true, now)
         {
             Ok(_) => self.pid_in_flight = true,
             Err((e, _)) => {
                 tracing::warn!(node, error = %e, "InitProducerId request failed");
-                self.pid_retry_at = Some(now + self.config.retry_backoff);
+                self.pid_retry_at = Some(now + self.config.common.retry_backoff);
                 if let NetworkError::Version { .. } = e {
                     self.set_fatal(e.to_string());
                 } else {
@@ -460,12 +404,12 @@ impl Sender {
             ProducerId::Disabled => (-1, -1),
             _ => return None,
         };
-        if !self.metadata.is_bootstrapped() {
+        if !self.net.metadata.is_bootstrapped() {
             return None;
         }
         let drained = {
-            let cluster = self.metadata.cluster();
-            let client = &self.client;
+            let cluster = self.net.metadata.cluster();
+            let client = &self.net.client;
             let sequences = &self.sequences;
             self.acc.drain(
                 now,
@@ -475,12 +419,10 @@ impl Sender {
             )
         };
         if drained.unknown_leader {
-            self.metadata.request_update();
+            self.net.metadata.request_update();
         }
         for node in drained.nodes_not_ready {
-            if self.client.can_attempt(node, now) {
-                let _ = self.client.connect(node, now);
-            }
+            self.net.ready(node, now);
         }
         for (node, mut batches) in drained.batches {
             for b in &mut batches {
@@ -514,7 +456,7 @@ impl Sender {
     }
 
     fn send_batches(&mut self, node: i32, batches: Vec<ProducerBatch>, now: Instant) {
-        let (version, corr) = match self.client.begin::<ProduceRequest<'_>>(node) {
+        let (version, corr) = match self.net.client.begin::<ProduceRequest<'_>>(node) {
             Ok(x) => x,
             Err(e) => return self.unsent(node, batches, e),
         };
@@ -538,18 +480,19 @@ impl Sender {
                 acks: self.config.acks.as_i16(),
                 timeout_ms: self
                     .config
+                    .common
                     .request_timeout
                     .as_millis()
                     .min(i32::MAX as u128) as i32,
                 topics,
             };
-            encode_frame(&req, version, corr, Some(&self.config.client_id))
+            encode_frame(&req, version, corr, Some(&self.config.common.client_id))
         };
         let records: usize = batches.iter().map(ProducerBatch::record_count).sum();
         let bytes: usize = batches.iter().map(|b| b.writer.bytes().len()).sum();
         let count = batches.len() as u64;
         let expect_response = self.config.acks != Acks::None;
-        let result = self.client.send_frame(
+        let result = self.net.client.send_frame(
             node,
             ApiKey::Produce,
             version,
@@ -603,13 +546,13 @@ impl Sender {
     }
 
     fn disconnect(&mut self, node: i32, reason: &str) {
-        let was = self.client.is_connected(node);
-        let lost = self.client.disconnect(node, reason);
+        let was = self.net.client.is_connected(node);
+        let lost = self.net.client.disconnect(node, reason);
         if was {
             Counters::add(&self.counters.disconnects, 1);
         }
         self.requeue_lost(lost);
-        self.metadata.request_update();
+        self.net.metadata.request_update();
     }
 
     /// Contexts of requests that will not be answered: batches are retried, control requests
@@ -621,10 +564,7 @@ impl Sender {
                     self.produce_in_flight = self.produce_in_flight.saturating_sub(1);
                     self.requeue_batches(batches);
                 }
-                RequestContext::Metadata => {
-                    self.metadata_in_flight = false;
-                    self.metadata.failed_attempt(Instant::now());
-                }
+                RequestContext::Metadata => self.net.metadata_lost(Instant::now()),
                 RequestContext::InitProducerId => {
                     self.pid_in_flight = false;
                 }
@@ -648,7 +588,7 @@ impl Sender {
                 tracing::info!(node = node_id, reason = %reason, lost = contexts.len(), "connection lost");
                 Counters::add(&self.counters.disconnects, 1);
                 self.requeue_lost(contexts);
-                self.metadata.request_update();
+                self.net.metadata.request_update();
             }
             Completion::Response {
                 node_id,
@@ -659,12 +599,12 @@ impl Sender {
                 ..
             } => match context {
                 RequestContext::Metadata => {
-                    self.metadata_in_flight = false;
+                    self.net.metadata_in_flight = false;
                     match decode_response::<MetadataRequest>(&body, version, correlation_id) {
                         Ok(resp) => self.apply_metadata(&resp),
                         Err(e) => {
                             tracing::warn!(node = node_id, error = %e, "malformed metadata response");
-                            self.metadata.failed_attempt(Instant::now());
+                            self.net.metadata.failed_attempt(Instant::now());
                             self.disconnect(node_id, &e.to_string());
                         }
                     }
@@ -689,7 +629,8 @@ impl Sender {
                         }
                         Ok(r) if r.error_code.is_retriable() => {
                             tracing::info!(code = %r.error_code, "InitProducerId: retrying");
-                            self.pid_retry_at = Some(Instant::now() + self.config.retry_backoff);
+                            self.pid_retry_at =
+                                Some(Instant::now() + self.config.common.retry_backoff);
                         }
                         Ok(r) => self.set_fatal(format!("InitProducerId failed: {}", r.error_code)),
                         Err(e) => {
@@ -714,28 +655,11 @@ impl Sender {
     }
 
     fn apply_metadata(&mut self, resp: &crate::protocol::messages::MetadataResponse) {
-        let now = Instant::now();
-        self.metadata.update(resp, now);
+        let lost = self.net.apply_metadata(resp, Instant::now());
         Counters::add(&self.counters.metadata_refreshes, 1);
-        let brokers: Vec<(i32, String, u16)> = self
-            .metadata
-            .cluster()
-            .brokers
-            .iter()
-            .map(|(id, b)| (*id, b.host.clone(), b.port))
-            .collect();
-        if !brokers.is_empty() {
-            let mut lost = Vec::new();
-            for (id, host, port) in &brokers {
-                lost.extend(self.client.set_node(*id, host, *port));
-            }
-            lost.extend(
-                self.client
-                    .retain_nodes(|id| brokers.iter().any(|b| b.0 == id)),
-            );
-            self.requeue_lost(lost);
-        }
+        self.requeue_lost(lost);
         let topics: Vec<_> = self
+            .net
             .metadata
             .cluster()
             .topics
@@ -793,7 +717,8 @@ impl Sender {
                 }
                 code => {
                     if let Some((leader, epoch)) = p.current_leader {
-                        self.metadata
+                        self.net
+                            .metadata
                             .apply_leader_hint(&b.topic, b.partition, leader, epoch);
                     }
                     let msg = p.error_message.clone();
@@ -837,7 +762,7 @@ impl Sender {
             code.is_retriable() || code.invalidates_metadata() || (sequence_error && idempotent);
         let expired = now >= b.created + self.config.delivery_timeout;
         if code.invalidates_metadata() || code == ErrorCode::NetworkException {
-            self.metadata.request_update();
+            self.net.metadata.request_update();
         }
         let detail: Arc<str> = match message {
             Some(m) => Arc::from(format!("{code}: {m}")),
@@ -846,8 +771,12 @@ impl Sender {
         b.last_error = Some(detail);
         if retriable && !expired && b.attempts <= self.config.retries {
             let shift = b.attempts.saturating_sub(1).min(16);
-            let backoff = (self.config.retry_backoff * 2u32.pow(shift))
-                .min(self.config.retry_backoff_max.max(self.config.retry_backoff));
+            let backoff = (self.config.common.retry_backoff * 2u32.pow(shift)).min(
+                self.config
+                    .common
+                    .retry_backoff_max
+                    .max(self.config.common.retry_backoff),
+            );
             b.retry_at = Some(now + backoff);
             Counters::add(&self.counters.retries, 1);
             tracing::info!(topic = %b.topic, partition = b.partition, %code, attempt = b.attempts, backoff_ms = backoff.as_millis() as u64, "retrying batch");
@@ -918,10 +847,9 @@ impl Sender {
             Phase::Draining { deadline, .. } => {
                 let deadline = *deadline;
                 if done {
-                    let lost = self.client.close_all("checkpoint");
+                    let lost = self.net.close_all("checkpoint");
                     Counters::add(&self.counters.disconnects, lost.len() as u64);
                     self.requeue_lost(lost);
-                    self.metadata_in_flight = false;
                     self.pid_in_flight = false;
                     self.acc.set_drain_all(false);
                     if let Phase::Draining { reply, .. } =
@@ -940,7 +868,7 @@ impl Sender {
                             "{pending} record(s) not acknowledged within checkpoint.drain.timeout.ms={} ({} request(s) in flight, {} connection(s) open); the producer goes on",
                             self.config.checkpoint_drain_timeout.as_millis(),
                             self.produce_in_flight,
-                            self.client.connection_count()
+                            self.net.client.connection_count()
                         );
                         tracing::warn!(%msg, "checkpoint: drain failed");
                         let _ = reply.send(Err(msg));
@@ -957,7 +885,7 @@ impl Sender {
                     for b in self.acc.take_all() {
                         self.fail_at_close(b, &reason);
                     }
-                    for ctx in self.client.close_all("close timeout") {
+                    for ctx in self.net.close_all("close timeout") {
                         if let RequestContext::Produce(batches) = ctx {
                             for b in batches {
                                 self.fail_at_close(b, &reason);
@@ -975,22 +903,28 @@ impl Sender {
     fn poll_timeout(&self, now: Instant, next_ready: Option<Instant>) -> Duration {
         // The counter, not the accumulator's lock: records accepted and not completed.
         let busy = self.counters.records_queued.load(Ordering::Relaxed) > 0
-            || self.client.total_in_flight() > 0;
+            || self.net.client.total_in_flight() > 0;
         let mut t = if busy {
             Duration::from_millis(100)
         } else {
-            self.metadata
+            self.net
+                .metadata
                 .time_to_update(now)
                 .clamp(Duration::from_millis(1), Duration::from_secs(1))
         };
         if let Some(r) = next_ready {
             t = t.min(r.saturating_duration_since(now));
         }
-        if let Some(d) = self.client.next_deadline() {
+        if let Some(d) = self.net.client.next_deadline() {
             t = t.min(d.saturating_duration_since(now));
         }
-        if self.metadata.update_due(now) || self.pid == ProducerId::Needed {
-            t = t.min(self.config.reconnect_backoff.max(Duration::from_millis(10)));
+        if self.net.metadata.update_due(now) || self.pid == ProducerId::Needed {
+            t = t.min(
+                self.config
+                    .common
+                    .reconnect_backoff
+                    .max(Duration::from_millis(10)),
+            );
         }
         t.max(Duration::from_millis(1)).min(Duration::from_secs(1))
     }
