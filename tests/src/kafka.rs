@@ -61,6 +61,58 @@ pub struct Cluster {
     dir: PathBuf,
     bootstrap: String,
     brokers: usize,
+    /// Bootstrap servers of the listeners `start --security` added, by name.
+    listeners: BTreeMap<String, String>,
+}
+
+/// How a client reaches a cluster: one listener's bootstrap servers and the client settings
+/// that go with it (security protocol, trust store, SASL mechanism and credentials), as the
+/// Java tools read them from `config` and as our clients take them from [`Access::properties`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    /// `SSL`, `MTLS`, `SASL_SSL`, `SASL_PLAINTEXT` or `PLAINTEXT`.
+    pub listener: String,
+    pub bootstrap: String,
+    /// A `.properties` file of client settings; none for PLAINTEXT.
+    pub config: Option<PathBuf>,
+}
+
+impl Access {
+    /// The client settings of `config` as `key=value` pairs, `bootstrap.servers` first.
+    pub fn properties(&self) -> Vec<(String, String)> {
+        let mut out = vec![("bootstrap.servers".to_owned(), self.bootstrap.clone())];
+        if let Some(path) = &self.config {
+            let text = std::fs::read_to_string(path)
+                .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            for line in text.lines().map(str::trim) {
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let (k, v) = line
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("{}: bad line {line:?}", path.display()));
+                out.push((k.trim().to_owned(), v.trim().to_owned()));
+            }
+        }
+        out
+    }
+
+    /// The same listener with one setting replaced or added (in `properties` and in the file
+    /// the Java tools read, a copy next to the original).
+    pub fn with(&self, key: &str, value: &str) -> Access {
+        let mut props = self.properties();
+        props.retain(|(k, _)| k != "bootstrap.servers" && k != key);
+        props.push((key.to_owned(), value.to_owned()));
+        let base = self.config.clone().expect("a listener with a config file");
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = base.with_extension(format!("{}.properties", N.fetch_add(1, Ordering::Relaxed)));
+        let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        std::fs::write(&path, text).expect("write client config");
+        Access {
+            config: Some(path),
+            ..self.clone()
+        }
+    }
 }
 
 /// One record as the Java console consumer saw it.
@@ -117,6 +169,23 @@ impl Cluster {
     /// Starts a fresh cluster of `brokers` nodes (1 or 3; ids 1..=brokers) and waits until every
     /// broker is registered. Fetches Kafka's jars first if needed (Maven).
     pub fn start(brokers: usize) -> Cluster {
+        Cluster::start_with(brokers, &[])
+    }
+
+    /// Starts a cluster that also has SSL, MTLS (client certificates required), SASL_SSL and
+    /// SASL_PLAINTEXT listeners (`kafka start --security`: a CA and certificates made for it,
+    /// users `alice`/`alice-secret` for PLAIN and SCRAM, unsecured OAUTHBEARER). With
+    /// `reauth`, the SASL_PLAINTEXT listener's sessions last that long (KIP-368).
+    pub fn start_secure(brokers: usize, reauth: Option<Duration>) -> Cluster {
+        let reauth = reauth.map(|d| d.as_millis().to_string());
+        let mut extra = vec!["--security"];
+        if let Some(ms) = &reauth {
+            extra.extend(["--reauth-ms", ms]);
+        }
+        Cluster::start_with(brokers, &extra)
+    }
+
+    fn start_with(brokers: usize, extra: &[&str]) -> Cluster {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -131,14 +200,25 @@ impl Cluster {
             dir,
             bootstrap: String::new(),
             brokers,
+            listeners: BTreeMap::new(),
         };
         let (count, owner) = (brokers.to_string(), std::process::id().to_string());
         let mut args = vec!["start", "--brokers", &count, "--owner", &owner];
         if !keep_kafka() {
             args.push("--cleanup");
         }
+        args.extend(extra);
         let out = cluster.script(&args, START_TIMEOUT);
         let stdout = String::from_utf8_lossy(&out.stdout);
+        for line in stdout.lines() {
+            if let Some((name, servers)) = line.split_once(' ') {
+                if servers.starts_with("127.0.0.1:") {
+                    cluster
+                        .listeners
+                        .insert(name.to_owned(), servers.to_owned());
+                }
+            }
+        }
         cluster.bootstrap = stdout
             .lines()
             .last()
@@ -152,6 +232,44 @@ impl Cluster {
     /// `127.0.0.1:p1,127.0.0.1:p2,…`, every node (stopped ones included).
     pub fn bootstrap(&self) -> &str {
         &self.bootstrap
+    }
+
+    /// The PLAINTEXT listener, as an [`Access`].
+    pub fn plaintext(&self) -> Access {
+        Access {
+            listener: "PLAINTEXT".into(),
+            bootstrap: self.bootstrap.clone(),
+            config: None,
+        }
+    }
+
+    /// A listener of a [`Cluster::start_secure`] cluster: `SSL`, `MTLS`, or `SASL_SSL` /
+    /// `SASL_PLAINTEXT` with a mechanism (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`,
+    /// `OAUTHBEARER`), with the client settings `kafka start` wrote for it.
+    pub fn access(&self, listener: &str, mechanism: Option<&str>) -> Access {
+        let bootstrap = self
+            .listeners
+            .get(listener)
+            .unwrap_or_else(|| panic!("no listener {listener} (started with start_secure?)"))
+            .clone();
+        let mut name = format!("client-{}", listener.to_lowercase());
+        if let Some(m) = mechanism {
+            name.push('-');
+            name.push_str(&m.to_lowercase());
+        }
+        let config = self.dir.join(format!("{name}.properties"));
+        assert!(config.exists(), "no client config {}", config.display());
+        Access {
+            listener: listener.to_owned(),
+            bootstrap,
+            config: Some(config),
+        }
+    }
+
+    /// A file of the cluster's TLS material (`ca.pem`, `client.pem`, `client.key`,
+    /// `client.crt`, `client-encrypted-key.pem`, `client-key-password`).
+    pub fn tls_file(&self, name: &str) -> PathBuf {
+        self.dir.join("tls").join(name)
     }
 
     /// The brokers' ports, every node's.
@@ -395,7 +513,18 @@ impl Cluster {
         expected: usize,
         timeout: Duration,
     ) -> Vec<ConsumedRecord> {
-        let records = self.console_consume(topic, expected, timeout);
+        self.consume_all_via(&self.plaintext(), topic, expected, timeout)
+    }
+
+    /// [`Cluster::consume_all`] through a listener of a [`Cluster::start_secure`] cluster.
+    pub fn consume_all_via(
+        &self,
+        via: &Access,
+        topic: &str,
+        expected: usize,
+        timeout: Duration,
+    ) -> Vec<ConsumedRecord> {
+        let records = self.console_consume(via, topic, expected, timeout);
         if records.len() < expected {
             return records;
         }
@@ -412,7 +541,7 @@ impl Cluster {
         if extra == 0 {
             return records;
         }
-        self.console_consume(topic, expected + extra as usize, timeout)
+        self.console_consume(via, topic, expected + extra as usize, timeout)
     }
 
     /// Partition -> log end offset (the offset the next record will get).
@@ -451,6 +580,12 @@ impl Cluster {
 
     /// Like [`Cluster::java_produce`], with null values and headers.
     pub fn java_produce_records(&self, topic: &str, records: &[JavaRecord]) {
+        self.java_produce_via(&self.plaintext(), topic, records);
+    }
+
+    /// [`Cluster::java_produce_records`] through a listener of a [`Cluster::start_secure`]
+    /// cluster.
+    pub fn java_produce_via(&self, via: &Access, topic: &str, records: &[JavaRecord]) {
         let mut input = String::new();
         let text = |s: &Option<String>, what: &str| -> String {
             match s {
@@ -483,27 +618,49 @@ impl Cluster {
             input.push('\n');
         }
         let reader = self.dir.join("producer-reader.properties");
-        let out = self.run(
-            Command::new(kafka_script()).args([
-                "tool",
-                "console-producer",
-                "--bootstrap-server",
-                &self.bootstrap,
-                "--topic",
-                topic,
-                "--reader-config",
-                reader.to_str().expect("utf-8 temp dir"),
-                "--request-required-acks",
-                "all",
-            ]),
-            Some(input.as_bytes()),
-            TOOL_TIMEOUT,
-        );
+        let mut cmd = Command::new(kafka_script());
+        cmd.args([
+            "tool",
+            "console-producer",
+            "--bootstrap-server",
+            &via.bootstrap,
+            "--topic",
+            topic,
+            "--reader-config",
+            reader.to_str().expect("utf-8 temp dir"),
+            "--request-required-acks",
+            "all",
+        ]);
+        if let Some(c) = &via.config {
+            cmd.arg("--command-config").arg(c);
+        }
+        let out = self.run(&mut cmd, Some(input.as_bytes()), TOOL_TIMEOUT);
         // The console producer logs failed sends and still exits 0.
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success() && !stderr.contains("ERROR"),
             "java console producer to {topic} failed: {stderr}"
+        );
+    }
+
+    /// Creates or changes a SCRAM user's password (`kafka-configs --alter`, through the
+    /// PLAINTEXT listener), for `SCRAM-SHA-256` or `SCRAM-SHA-512`. Brokers apply it within a
+    /// moment; new authentications then need the new password.
+    pub fn set_scram_password(&self, user: &str, mechanism: &str, password: &str) {
+        let config = format!("{mechanism}=[iterations=4096,password={password}]");
+        self.tool_ok(
+            "configs",
+            &[
+                "--bootstrap-server",
+                &self.bootstrap,
+                "--alter",
+                "--add-config",
+                &config,
+                "--entity-type",
+                "users",
+                "--entity-name",
+                user,
+            ],
         );
     }
 
@@ -586,26 +743,37 @@ impl Cluster {
         }
     }
 
-    fn console_consume(&self, topic: &str, max: usize, timeout: Duration) -> Vec<ConsumedRecord> {
+    fn console_consume(
+        &self,
+        via: &Access,
+        topic: &str,
+        max: usize,
+        timeout: Duration,
+    ) -> Vec<ConsumedRecord> {
         let format = self.dir.join("consumer-format.properties");
+        let mut cmd = Command::new(kafka_script());
+        cmd.args([
+            "tool",
+            "console-consumer",
+            "--bootstrap-server",
+            &via.bootstrap,
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--max-messages",
+            &max.to_string(),
+            "--timeout-ms",
+            &timeout.as_millis().to_string(),
+            "--formatter-config",
+            format.to_str().expect("utf-8 temp dir"),
+            "--command-property",
+            "group.protocol=consumer",
+        ]);
+        if let Some(c) = &via.config {
+            cmd.arg("--command-config").arg(c);
+        }
         let out = self.run(
-            Command::new(kafka_script()).args([
-                "tool",
-                "console-consumer",
-                "--bootstrap-server",
-                &self.bootstrap,
-                "--topic",
-                topic,
-                "--from-beginning",
-                "--max-messages",
-                &max.to_string(),
-                "--timeout-ms",
-                &timeout.as_millis().to_string(),
-                "--formatter-config",
-                format.to_str().expect("utf-8 temp dir"),
-                "--command-property",
-                "group.protocol=consumer",
-            ]),
+            &mut cmd,
             None,
             // --timeout-ms counts idle time; bound the whole run as well.
             timeout + Duration::from_secs(30),
