@@ -12,7 +12,12 @@
 //! - LogAppendTime batches give every record the batch's max timestamp;
 //! - a batch that does not decode (CRC, compression, truncation) ends the parse: the records
 //!   before it are returned, then `poll()` reports the error at that offset. Nothing here
-//!   panics on any input (property tests below and in `tests/consumer_fetch_fuzz.rs`).
+//!   panics on any input (property tests below and in `tests/consumer_fetch_fuzz.rs`);
+//! - compressed batches inflate within one [`DecompressionBudget`] per fetch response
+//!   (`fetch.max.decompressed.bytes`). A batch that does not fit in what is left ends its
+//!   partition's parse like a cut tail, and every compressed batch after it in the response
+//!   waits too: they are fetched again, the partition first, with a fresh budget. Only a batch
+//!   larger than the whole budget is an error for its partition.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -21,7 +26,7 @@ use super::record::{ConsumerRecord, TimestampType};
 use crate::protocol::DecodeError;
 use crate::protocol::messages::fetch::{AbortedTransaction, IsolationLevel};
 use crate::protocol::primitives::{ReadType, Reader};
-use crate::protocol::record::{BATCH_HEADER_SIZE, RecordBatch};
+use crate::protocol::record::{BATCH_HEADER_SIZE, MAX_DECOMPRESSED_BATCH, RecordBatch};
 
 /// What one partition's fetched bytes amount to.
 #[derive(Debug, Default)]
@@ -32,6 +37,9 @@ pub struct ParsedFetch {
     pub next_offset: i64,
     /// A batch that failed to decode, at this position.
     pub error: Option<(i64, DecodeError)>,
+    /// The parse stopped at `next_offset` because the fetch response's decompression budget
+    /// ran out: the rest is to be fetched again.
+    pub deferred: bool,
 }
 
 /// Control record type of an abort marker (the key is `i16 version, i16 type`).
@@ -76,8 +84,31 @@ fn declared_records(data: &[u8]) -> usize {
     total.min(data.len() / MIN_RECORD_SIZE)
 }
 
+/// Decompressed bytes one fetch response may still produce (`fetch.max.decompressed.bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecompressionBudget {
+    total: usize,
+    remaining: usize,
+}
+
+impl DecompressionBudget {
+    /// A fresh budget of `total` bytes.
+    pub fn new(total: usize) -> Self {
+        Self {
+            total,
+            remaining: total,
+        }
+    }
+
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.remaining
+    }
+}
+
 /// Parses the `records` of one partition fetched at `fetch_offset`. `aborted` is the
-/// response's aborted-transaction list (read_committed).
+/// response's aborted-transaction list (read_committed). Compressed batches may inflate to
+/// [`MAX_DECOMPRESSED_BATCH`] each.
 pub fn parse_partition(
     topic: &Arc<str>,
     partition: i32,
@@ -86,10 +117,34 @@ pub fn parse_partition(
     isolation: IsolationLevel,
     aborted: &[AbortedTransaction],
 ) -> ParsedFetch {
+    let mut budget = DecompressionBudget::new(MAX_DECOMPRESSED_BATCH);
+    parse_partition_within(
+        topic,
+        partition,
+        fetch_offset,
+        data,
+        isolation,
+        aborted,
+        &mut budget,
+    )
+}
+
+/// [`parse_partition`] with the fetch response's budget for decompressed bytes, which the
+/// partition's compressed batches draw from.
+pub fn parse_partition_within(
+    topic: &Arc<str>,
+    partition: i32,
+    fetch_offset: i64,
+    data: &[u8],
+    isolation: IsolationLevel,
+    aborted: &[AbortedTransaction],
+    budget: &mut DecompressionBudget,
+) -> ParsedFetch {
     let mut out = ParsedFetch {
         records: VecDeque::with_capacity(declared_records(data)),
         next_offset: fetch_offset,
         error: None,
+        deferred: false,
     };
     let read_committed = isolation == IsolationLevel::ReadCommitted;
     // Aborted transactions by first offset, consumed as batches pass them (Java's queue).
@@ -107,8 +162,15 @@ pub fn parse_partition(
         if len >= 0 && len as usize > peek.remaining() {
             break;
         }
-        let batch = match RecordBatch::decode(&mut r) {
+        let batch = match RecordBatch::decode_within(&mut r, &mut budget.remaining) {
             Ok(b) => b,
+            Err(DecodeError::DecompressedTooLarge { .. }) if budget.remaining < budget.total => {
+                // It may fit in a fresh budget: fetched again, and nothing compressed after
+                // it in this response is decoded (which would only repeat the work).
+                budget.remaining = 0;
+                out.deferred = true;
+                break;
+            }
             Err(e) => {
                 out.error = Some((out.next_offset, e));
                 break;

@@ -94,6 +94,12 @@ pub struct ConsumerConfig {
     pub fetch_max_bytes: i32,
     /// `max.partition.fetch.bytes` (default 1048576).
     pub max_partition_fetch_bytes: i32,
+    /// `fetch.max.decompressed.bytes` (default [`DECOMPRESSED_PER_FETCH_BYTE`] times
+    /// `fetch.max.bytes`): how many bytes the compressed batches of one fetch response may
+    /// inflate to. What does not fit is fetched again; a batch larger than this alone is an
+    /// error for its partition. `None` until set: see
+    /// [`max_decompressed_bytes`](Self::max_decompressed_bytes).
+    pub fetch_max_decompressed_bytes: Option<usize>,
     /// `fetch.max.wait.ms` (default 500).
     pub fetch_max_wait: Duration,
     /// `isolation.level` (default read_uncommitted).
@@ -117,6 +123,12 @@ pub struct ConsumerConfig {
     explicit: Vec<&'static str>,
 }
 
+/// The default `fetch.max.decompressed.bytes` is this many times `fetch.max.bytes`: room for a
+/// full response compressed 2:1, or a smaller one compressed more, within a bound that keeps
+/// what one response can cost the network thread (and the memory of its records) a fixed
+/// multiple of what the broker may send.
+pub const DECOMPRESSED_PER_FETCH_BYTE: usize = 2;
+
 /// The consumer's own keys.
 const CONSUMER_KEYS: &[&str] = &[
     "group.id",
@@ -131,6 +143,7 @@ const CONSUMER_KEYS: &[&str] = &[
     "fetch.min.bytes",
     "fetch.max.bytes",
     "max.partition.fetch.bytes",
+    "fetch.max.decompressed.bytes",
     "fetch.max.wait.ms",
     "isolation.level",
     "partition.assignment.strategy",
@@ -160,6 +173,7 @@ impl Default for ConsumerConfig {
             fetch_min_bytes: 1,
             fetch_max_bytes: 52_428_800,
             max_partition_fetch_bytes: 1_048_576,
+            fetch_max_decompressed_bytes: None,
             fetch_max_wait: Duration::from_millis(500),
             isolation_level: IsolationLevel::ReadUncommitted,
             assignors: vec![AssignorKind::Range],
@@ -227,6 +241,9 @@ impl ConsumerConfig {
             "fetch.max.bytes" => self.fetch_max_bytes = parse_num(key, v, 0i32)?,
             "max.partition.fetch.bytes" => {
                 self.max_partition_fetch_bytes = parse_num(key, v, 0i32)?
+            }
+            "fetch.max.decompressed.bytes" => {
+                self.fetch_max_decompressed_bytes = Some(parse_num(key, v, 1usize)?)
             }
             "fetch.max.wait.ms" => self.fetch_max_wait = parse_ms(key, v)?,
             "isolation.level" => {
@@ -331,6 +348,16 @@ impl ConsumerConfig {
         Ok(())
     }
 
+    /// The decompressed bytes one fetch response may produce: `fetch.max.decompressed.bytes`,
+    /// or [`DECOMPRESSED_PER_FETCH_BYTE`] times `fetch.max.bytes`.
+    pub fn max_decompressed_bytes(&self) -> usize {
+        self.fetch_max_decompressed_bytes.unwrap_or_else(|| {
+            usize::try_from(self.fetch_max_bytes.max(1))
+                .unwrap_or(1)
+                .saturating_mul(DECOMPRESSED_PER_FETCH_BYTE)
+        })
+    }
+
     /// Keys set explicitly (by `set` or a builder method).
     pub fn explicit_keys(&self) -> &[&'static str] {
         &self.explicit
@@ -429,6 +456,13 @@ impl ConsumerConfig {
         self
     }
 
+    /// `fetch.max.decompressed.bytes`.
+    pub fn fetch_max_decompressed_bytes(mut self, n: usize) -> Self {
+        self.fetch_max_decompressed_bytes = Some(n.max(1));
+        self.mark("fetch.max.decompressed.bytes");
+        self
+    }
+
     /// `fetch.max.wait.ms`.
     pub fn fetch_max_wait(mut self, d: Duration) -> Self {
         self.fetch_max_wait = d;
@@ -487,6 +521,7 @@ mod tests {
         assert_eq!(c.max_poll_interval, Duration::from_secs(300));
         assert_eq!(c.fetch_max_bytes, 52_428_800);
         assert_eq!(c.max_partition_fetch_bytes, 1_048_576);
+        assert_eq!(c.max_decompressed_bytes(), 2 * 52_428_800);
         assert_eq!(c.fetch_max_wait, Duration::from_millis(500));
         assert_eq!(c.isolation_level, IsolationLevel::ReadUncommitted);
         assert_eq!(c.assignors, vec![AssignorKind::Range]);
@@ -532,6 +567,20 @@ mod tests {
         assert_eq!(e.key, "enable.auto.commit");
         let e = ConsumerConfig::from_properties([("group.id", "g")]).unwrap_err();
         assert_eq!(e.key, "bootstrap.servers");
+    }
+
+    #[test]
+    fn decompression_budget_follows_fetch_max_bytes_unless_set() {
+        let mut p = base();
+        p.push(("fetch.max.bytes", "1000"));
+        let c = ConsumerConfig::from_properties(p.clone()).unwrap();
+        assert_eq!(c.max_decompressed_bytes(), 2000);
+        p.push(("fetch.max.decompressed.bytes", "5000"));
+        let c = ConsumerConfig::from_properties(p.clone()).unwrap();
+        assert_eq!(c.max_decompressed_bytes(), 5000);
+        p.push(("fetch.max.decompressed.bytes", "0"));
+        let e = ConsumerConfig::from_properties(p).unwrap_err();
+        assert_eq!(e.key, "fetch.max.decompressed.bytes");
     }
 
     #[test]

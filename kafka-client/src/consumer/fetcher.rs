@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::batch_reader::parse_partition;
+use super::batch_reader::{DecompressionBudget, parse_partition_within};
 use super::config::{AutoOffsetReset, ConsumerConfig};
 use super::error::ConsumerError;
 use super::net::{FetchContext, Net, RequestContext};
@@ -68,6 +68,10 @@ pub(crate) struct Fetcher {
     backoff: HashMap<TopicPartition, Instant>,
     /// Partitions with a ListOffsets in flight.
     resetting: HashSet<TopicPartition>,
+    /// Partitions whose last fetched data was left undecoded when the response's
+    /// decompression budget ran out: they go first in the next fetch, so they get a fresh
+    /// budget (and a batch over the whole budget becomes that partition's error).
+    deferred: HashSet<TopicPartition>,
     pub counters: FetchCounters,
 }
 
@@ -78,6 +82,7 @@ impl Fetcher {
             in_flight: HashSet::new(),
             backoff: HashMap::new(),
             resetting: HashSet::new(),
+            deferred: HashSet::new(),
             counters: FetchCounters::default(),
         }
     }
@@ -123,22 +128,27 @@ impl Fetcher {
         &mut self,
         net: &mut Net,
         node: i32,
-        partitions: Vec<(TopicPartition, i64)>,
+        mut partitions: Vec<(TopicPartition, i64)>,
         now: Instant,
     ) {
-        let mut topics: BTreeMap<Arc<str>, Vec<FetchPartition>> = BTreeMap::new();
+        // Brokers answer (and fill fetch.max.bytes) in the order asked: deferred partitions
+        // first, then by topic and partition.
+        partitions.sort_by_key(|(tp, _)| !self.deferred.contains(tp));
+        let mut topics: Vec<(Arc<str>, Vec<FetchPartition>)> = Vec::new();
+        let mut topic_index: HashMap<&str, usize> = HashMap::new();
         for (tp, pos) in &partitions {
-            topics
-                .entry(tp.topic.clone())
-                .or_default()
-                .push(FetchPartition {
-                    partition: tp.partition,
-                    current_leader_epoch: -1,
-                    fetch_offset: *pos,
-                    last_fetched_epoch: -1,
-                    log_start_offset: -1,
-                    partition_max_bytes: self.config.max_partition_fetch_bytes,
-                });
+            let i = *topic_index.entry(&tp.topic).or_insert_with(|| {
+                topics.push((tp.topic.clone(), Vec::new()));
+                topics.len() - 1
+            });
+            topics[i].1.push(FetchPartition {
+                partition: tp.partition,
+                current_leader_epoch: -1,
+                fetch_offset: *pos,
+                last_fetched_epoch: -1,
+                log_start_offset: -1,
+                partition_max_bytes: self.config.max_partition_fetch_bytes,
+            });
         }
         let mut topic_names = HashMap::new();
         let req = FetchRequest {
@@ -209,6 +219,7 @@ impl Fetcher {
         }
         let positions: HashMap<&TopicPartition, i64> =
             ctx.partitions.iter().map(|(tp, p)| (tp, *p)).collect();
+        let mut budget = DecompressionBudget::new(self.config.max_decompressed_bytes());
         for t in resp.responses {
             let topic: Arc<str> = if FetchRequest::uses_topic_ids(version) {
                 match ctx.topic_names.get(&t.topic_id) {
@@ -234,14 +245,21 @@ impl Fetcher {
                             continue;
                         }
                         let aborted = p.aborted_transactions.as_deref().unwrap_or(&[]);
-                        let parsed = parse_partition(
+                        let parsed = parse_partition_within(
                             &topic,
                             tp.partition,
                             position,
                             data,
                             self.config.isolation_level,
                             aborted,
+                            &mut budget,
                         );
+                        if parsed.deferred {
+                            tracing::debug!(partition = %tp, offset = parsed.next_offset, "decompression budget of the fetch spent: the rest is fetched again");
+                            self.deferred.insert(tp.clone());
+                        } else {
+                            self.deferred.remove(&tp);
+                        }
                         if parsed.records.is_empty()
                             && parsed.next_offset == position
                             && parsed.error.is_none()
@@ -466,6 +484,7 @@ impl Fetcher {
         self.in_flight.clear();
         self.resetting.clear();
         self.backoff.clear();
+        self.deferred.clear();
     }
 
     /// How long until a backoff ends.

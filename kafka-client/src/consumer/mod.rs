@@ -25,7 +25,9 @@ pub mod checkpoint_error {
 
 /// The decoding of fetched record batches, exposed for fuzzing.
 pub mod fetch_decode {
-    pub use super::batch_reader::{ParsedFetch, parse_partition};
+    pub use super::batch_reader::{
+        DecompressionBudget, ParsedFetch, parse_partition, parse_partition_within,
+    };
 }
 
 use std::collections::{BTreeSet, HashMap};

@@ -137,10 +137,25 @@ pub(crate) fn read_frame(stream: &mut impl Read) -> io::Result<Vec<u8>> {
             format!("response frame size {size} out of range"),
         ));
     }
-    let mut body = vec![0u8; size as usize];
-    stream.read_exact(&mut body)?;
+    // Memory follows the bytes that arrive, not the size the peer declared: a peer that
+    // announces 100 MiB and sends 4 bytes costs 4 bytes (large frames grow by doubling).
+    let size = size as usize;
+    let mut body = Vec::with_capacity(size.min(FRAME_FIRST_CAPACITY));
+    stream.take(size as u64).read_to_end(&mut body)?;
+    if body.len() < size {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "connection closed {} bytes into a {size}-byte frame",
+                body.len()
+            ),
+        ));
+    }
     Ok(body)
 }
+
+/// What a frame's buffer starts with before its bytes have arrived.
+const FRAME_FIRST_CAPACITY: usize = 1 << 20;
 
 /// The reader thread's buffer: a response's size prefix and its body (and often the next
 /// responses) come in one `recv`, instead of one for the size and one for the body. Larger

@@ -13,16 +13,25 @@
 //!
 //! # Bounded decompression
 //!
-//! [`decompress`] reads untrusted bytes from the network. It never panics, and the output it
-//! allocates never exceeds `max_output` bytes whatever the input claims: every codec's output
-//! is grown step by step (never past the bound), declared sizes (snappy's length prefix, lz4's
-//! content size, zstd's frame content size) are checked against the bound before anything is
-//! reserved, and a declared snappy length is also checked against the most its input could
-//! expand to, so a 5-byte block cannot make us zero `max_output` bytes. zstd decodes in one pass
-//! straight into the output buffer, which libzstd then uses as its window: a frame declaring a
-//! huge window (Java's declare 2 MiB) allocates no window buffer. A stream that would exceed
-//! the bound is an error. Besides the output, the codecs keep fixed-size state (deflate's 32 KiB
-//! window, a zstd context per thread).
+//! [`decompress`] reads untrusted bytes from the network. It never panics, the output it
+//! allocates never exceeds `max_output` bytes whatever the input claims, and its work is
+//! linear in what it was sent up to that bound: no codec does work in proportion to a size
+//! declared by the input before the data that backs it is there.
+//!
+//! - gzip and snappy grow the output step by step, never past the bound; a declared snappy
+//!   length is checked against the bound and against the most its block could expand to (21x),
+//!   so a 5-byte block cannot make us zero `max_output` bytes.
+//! - lz4 blocks are sized exactly from their sequences (one pass over the block, no output)
+//!   and decoded into what they produce: a block that declares 4 MiB blocks but holds one byte
+//!   costs one byte, and a block over the bound is refused before anything is decoded.
+//! - zstd decodes in one pass straight into the output buffer, which libzstd then uses as its
+//!   window: a frame declaring a huge window allocates no window buffer. The buffer's capacity
+//!   is the frames' recorded content size, or libzstd's bound from the block headers, never
+//!   more than `max_output`; pages are touched only as output is written.
+//!
+//! A stream that would exceed the bound is [`DecodeError::DecompressedTooLarge`]. Besides the
+//! output, the codecs keep fixed-size state (deflate's 32 KiB window, a zstd context per
+//! thread). `benches/decoders.rs` measures the inputs that cost the most per byte.
 
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
@@ -110,7 +119,7 @@ pub fn decompress(
     match codec {
         Compression::None => {
             if input.len() > max_output {
-                return Err(too_large(input.len()));
+                return Err(too_large(input.len(), max_output));
             }
             Ok(input.to_vec())
         }
@@ -137,11 +146,8 @@ fn corrupt(codec: Compression, offset: usize) -> DecodeError {
     }
 }
 
-fn too_large(at_least: usize) -> DecodeError {
-    DecodeError::InvalidValue {
-        what: "decompressed size (over the bound), at least",
-        value: at_least as i64,
-    }
+fn too_large(at_least: usize, max: usize) -> DecodeError {
+    DecodeError::DecompressedTooLarge { at_least, max }
 }
 
 // --- bounded output ----------------------------------------------------------------------------
@@ -150,7 +156,7 @@ fn too_large(at_least: usize) -> DecodeError {
 fn reserve_bounded(out: &mut Vec<u8>, additional: usize, max: usize) -> Result<(), DecodeError> {
     let needed = out.len().saturating_add(additional);
     if needed > max {
-        return Err(too_large(needed));
+        return Err(too_large(needed, max));
     }
     if needed > out.capacity() {
         let target = out
@@ -324,7 +330,7 @@ fn lz4_decompress(input: &[u8], max: usize) -> Result<Vec<u8>, DecodeError> {
             pos += 8;
             let size = u64::from_le_bytes(b.try_into().map_err(|_| bad(pos))?);
             if size > (max - out.len()) as u64 {
-                return Err(too_large(usize::try_from(size).unwrap_or(usize::MAX)));
+                return Err(too_large(usize::try_from(size).unwrap_or(usize::MAX), max));
             }
             Some(size as usize)
         } else {
@@ -358,18 +364,18 @@ fn lz4_decompress(input: &[u8], max: usize) -> Result<Vec<u8>, DecodeError> {
                 reserve_bounded(&mut out, size, max)?;
                 out.extend_from_slice(data);
             } else {
-                let room = block_max.min(max - out.len());
-                reserve_bounded(&mut out, room, max)?;
+                let n = match lz4_block_output(data, block_max.min(max - out.len())) {
+                    Lz4Output::Exact(n) => n,
+                    Lz4Output::Corrupt => return Err(bad(pos)),
+                    Lz4Output::Over(_) if max - out.len() >= block_max => return Err(bad(pos)),
+                    Lz4Output::Over(n) => return Err(too_large(out.len() + n, max)),
+                };
+                reserve_bounded(&mut out, n, max)?;
                 let start = out.len();
-                out.resize(start + room, 0);
+                out.resize(start + n, 0);
                 match lz4_flex::block::decompress_into(data, &mut out[start..]) {
-                    Ok(n) => out.truncate(start + n),
-                    Err(lz4_flex::block::DecompressError::OutputTooSmall { .. })
-                        if room < block_max =>
-                    {
-                        return Err(too_large(max + 1));
-                    }
-                    Err(_) => return Err(bad(pos)),
+                    Ok(written) if written == n => {}
+                    _ => return Err(bad(pos)),
                 }
             }
             pos += size + if block_checksum { 4 } else { 0 };
@@ -386,6 +392,73 @@ fn lz4_decompress(input: &[u8], max: usize) -> Result<Vec<u8>, DecodeError> {
         }
         if pos == input.len() {
             return Ok(out);
+        }
+    }
+}
+
+/// What an lz4 block decodes to, read from its sequences without decoding them.
+#[derive(Debug, PartialEq, Eq)]
+enum Lz4Output {
+    /// Exactly this many bytes.
+    Exact(usize),
+    /// More than the limit: at least this many.
+    Over(usize),
+    /// Not a well-formed block (a sequence runs past its end).
+    Corrupt,
+}
+
+/// One lz4 length extension: bytes of 255 continue it, the first other byte ends it.
+fn lz4_length_extension(block: &[u8], pos: &mut usize) -> Option<usize> {
+    let mut n = 0usize;
+    loop {
+        let b = *block.get(*pos)?;
+        *pos += 1;
+        n += usize::from(b);
+        if b != 255 {
+            return Some(n);
+        }
+    }
+}
+
+/// The size `block` decodes to, from its sequences' literal and match lengths (a pass over the
+/// block's control bytes; literals are skipped, not read), stopping as soon as it is over
+/// `limit`. Match offsets are checked by the decoder itself.
+fn lz4_block_output(block: &[u8], limit: usize) -> Lz4Output {
+    let (mut pos, mut out) = (0usize, 0usize);
+    loop {
+        let Some(&token) = block.get(pos) else {
+            return Lz4Output::Corrupt;
+        };
+        pos += 1;
+        let mut literals = usize::from(token >> 4);
+        if literals == 15 {
+            match lz4_length_extension(block, &mut pos) {
+                Some(n) => literals += n,
+                None => return Lz4Output::Corrupt,
+            }
+        }
+        pos += literals;
+        out += literals;
+        if pos > block.len() {
+            return Lz4Output::Corrupt;
+        }
+        if out > limit {
+            return Lz4Output::Over(out);
+        }
+        if pos == block.len() {
+            return Lz4Output::Exact(out); // the last sequence has literals only
+        }
+        pos += 2; // match offset
+        let mut match_len = usize::from(token & 0x0F) + 4;
+        if token & 0x0F == 0x0F {
+            match lz4_length_extension(block, &mut pos) {
+                Some(n) => match_len += n,
+                None => return Lz4Output::Corrupt,
+            }
+        }
+        out += match_len;
+        if out > limit {
+            return Lz4Output::Over(out);
         }
     }
 }
@@ -414,7 +487,7 @@ fn zstd_decompress(input: &[u8], max: usize) -> Result<Vec<u8>, DecodeError> {
         };
         let mut out = decompressor.decompress(input, max).map_err(|e| {
             if e.to_string().contains("too small") {
-                too_large(max + 1)
+                too_large(max.saturating_add(1), max)
             } else {
                 corrupt(Compression::Zstd, 0)
             }
@@ -584,7 +657,10 @@ mod tests {
             let mut c = Vec::new();
             compress(codec, &zeros, &mut c).unwrap();
             let err = decompress(codec, &c, 1 << 20).unwrap_err();
-            assert!(err.to_string().contains("over the bound"), "{codec}: {err}");
+            assert!(
+                matches!(err, DecodeError::DecompressedTooLarge { max, .. } if max == 1 << 20),
+                "{codec}: {err}"
+            );
         }
         // A raw snappy block claiming 2^31 bytes in 6 bytes: refused before allocating.
         let forged = [0x80, 0x80, 0x80, 0x80, 0x08, 0x00];
@@ -595,7 +671,36 @@ mod tests {
         assert!(decompress(Compression::Zstd, &z, 2).is_err());
     }
 
+    #[test]
+    fn lz4_blocks_are_sized_before_they_are_decoded() {
+        // The review's frame: 1-byte blocks in a frame declaring 4 MiB blocks produce nothing
+        // and cost nothing.
+        let mut f = vec![0x04, 0x22, 0x4d, 0x18, 0x60, 0x70];
+        f.push((xxh32(&f[4..6]) >> 8) as u8);
+        for _ in 0..1000 {
+            f.extend_from_slice(&[1, 0, 0, 0, 0]);
+        }
+        f.extend_from_slice(&[0; 4]);
+        assert_eq!(decompress(Compression::Lz4, &f, 1 << 30).unwrap(), b"");
+        // A block producing more than the bound is refused from its lengths alone.
+        let block = [0x1F, b'a', 1, 0, 255, 255, 255, 0, 0x50, 1, 2, 3, 4, 5];
+        assert_eq!(
+            lz4_block_output(&block, usize::MAX),
+            Lz4Output::Exact(1 + 19 + 765 + 5)
+        );
+        assert_eq!(lz4_block_output(&block, 100), Lz4Output::Over(1 + 19 + 765));
+        assert_eq!(lz4_block_output(&block[..3], 100), Lz4Output::Corrupt);
+        assert_eq!(lz4_block_output(&block[..6], 10_000), Lz4Output::Corrupt);
+        assert_eq!(lz4_block_output(&[], 100), Lz4Output::Corrupt);
+    }
+
     proptest! {
+        #[test]
+        fn lz4_block_sizes_are_exact(data in proptest::collection::vec(0u8..4, 0..5000)) {
+            let block = lz4_flex::block::compress(&data);
+            prop_assert_eq!(lz4_block_output(&block, usize::MAX), Lz4Output::Exact(data.len()));
+        }
+
         #[test]
         fn roundtrip_any(data in proptest::collection::vec(any::<u8>(), 0..5000), codec in 0usize..5) {
             roundtrip(CODECS[codec], &data);

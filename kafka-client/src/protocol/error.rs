@@ -57,6 +57,19 @@ pub enum DecodeError {
     /// A record batch with a magic other than 2.
     #[error("unsupported record batch magic {0} (only v2 is supported)")]
     UnsupportedMagic(i8),
+    /// Compressed records that would decompress to more than the decoder may produce: the
+    /// consumer's `fetch.max.decompressed.bytes` left for this fetch response, or the bound a
+    /// caller passed.
+    #[error(
+        "decompressed size of at least {at_least} bytes is over the bound of {max} bytes \
+         (a consumer's is what fetch.max.decompressed.bytes leaves for the fetch)"
+    )]
+    DecompressedTooLarge {
+        /// Bytes the input would produce, at least.
+        at_least: usize,
+        /// The bound.
+        max: usize,
+    },
     /// A compression codec this build cannot decode.
     #[error("unsupported compression codec {0}")]
     UnsupportedCompression(u8),

@@ -89,7 +89,8 @@ fn put_bytes_field(out: &mut Vec<u8>, b: Option<&[u8]>) {
     }
 }
 
-/// Largest records section a compressed batch may inflate to when decoded.
+/// Largest records section a compressed batch may inflate to when decoded by [`RecordBatch::decode`]
+/// (the consumer passes its own budget to [`RecordBatch::decode_within`]).
 pub const MAX_DECOMPRESSED_BATCH: usize = 64 * 1024 * 1024;
 
 /// Builds one batch in place: the header is reserved, records are appended as they come.
@@ -341,8 +342,17 @@ impl RecordBatch {
         b
     }
 
-    /// Decodes one batch from `r`, checking its CRC.
+    /// Decodes one batch from `r`, checking its CRC; compressed records may inflate to
+    /// [`MAX_DECOMPRESSED_BATCH`].
     pub fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let mut budget = MAX_DECOMPRESSED_BATCH;
+        Self::decode_within(r, &mut budget)
+    }
+
+    /// Decodes one batch from `r`, checking its CRC. Compressed records may inflate to at most
+    /// `budget` bytes, which are taken from it; beyond it the batch is
+    /// [`DecodeError::DecompressedTooLarge`] and `budget` is unchanged.
+    pub fn decode_within(r: &mut Reader<'_>, budget: &mut usize) -> Result<Self, DecodeError> {
         let base_offset = i64::read(r)?;
         let batch_length = i32::read(r)?;
         if batch_length < (BATCH_HEADER_SIZE - 12) as i32 {
@@ -380,11 +390,8 @@ impl RecordBatch {
             r
         } else {
             let rest = r.remaining();
-            inflated = crate::protocol::compression::decompress(
-                codec,
-                r.take(rest)?,
-                MAX_DECOMPRESSED_BATCH,
-            )?;
+            inflated = crate::protocol::compression::decompress(codec, r.take(rest)?, *budget)?;
+            *budget -= inflated.len();
             Reader::new(&inflated)
         };
         let count = r.bounded_count(count as usize, MIN_RECORD_SIZE)?;

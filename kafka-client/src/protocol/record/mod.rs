@@ -9,7 +9,8 @@ mod batch;
 mod compression;
 
 pub use batch::{
-    BATCH_HEADER_SIZE, BatchWriter, RecordBatch, RecordSize, decode_batches, record_size,
+    BATCH_HEADER_SIZE, BatchWriter, MAX_DECOMPRESSED_BATCH, RecordBatch, RecordSize,
+    decode_batches, record_size,
 };
 pub use compression::Compression;
 

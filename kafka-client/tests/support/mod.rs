@@ -1,0 +1,3 @@
+//! Helpers shared by the integration tests (and `benches/decoders.rs`).
+
+pub mod hostile;
