@@ -1,3 +1,4 @@
 //! Helpers shared by the integration tests (and `benches/decoders.rs`).
 
+pub mod fake_broker;
 pub mod hostile;

@@ -1,0 +1,280 @@
+//! Error paths against the fake broker (`support/fake_broker.rs`), the cases Java's
+//! `SenderTest`, `RecordAccumulatorTest`, `TransactionManagerTest` and
+//! `ConsumerCoordinatorTest` cover. Each test starts its own fake cluster on 127.0.0.1 and
+//! takes well under a few seconds.
+
+use std::time::{Duration, Instant};
+
+use kafka_client::protocol::ApiKey;
+use kafka_client::protocol::ErrorCode;
+use kafka_client::protocol::record::BatchWriter;
+use kafka_client::{Consumer, ConsumerError, Producer, ProducerRecord, TopicPartition};
+
+mod support;
+use support::fake_broker::{Action, FakeCluster, Req, Resp};
+
+const T: &str = "t";
+const WAIT: Duration = Duration::from_secs(10);
+
+fn producer(cluster: &FakeCluster, extra: &[(&str, &str)]) -> Producer {
+    let mut props = vec![
+        ("bootstrap.servers", cluster.bootstrap()),
+        ("crac.register", "false".into()),
+        ("linger.ms", "0".into()),
+        ("retry.backoff.ms", "20".into()),
+        ("reconnect.backoff.ms", "10".into()),
+        ("request.timeout.ms", "1000".into()),
+        ("delivery.timeout.ms", "5000".into()),
+    ];
+    for (k, v) in extra {
+        props.retain(|(key, _)| key != k);
+        props.push((k, v.to_string()));
+    }
+    Producer::from_properties(props).expect("producer config")
+}
+
+fn send(p: &Producer, partition: i32, value: &str) -> kafka_client::DeliveryFuture {
+    p.send(
+        ProducerRecord::new(T)
+            .partition(partition)
+            .value(value.as_bytes()),
+    )
+    .expect("send")
+}
+
+fn values(c: &FakeCluster, partition: i32) -> Vec<String> {
+    c.records(T, partition)
+        .into_iter()
+        .map(|v| String::from_utf8(v).unwrap())
+        .collect()
+}
+
+/// The model's Produce answer with `code` for `partition`.
+fn with_partition_error(resp: Resp, partition: i32, code: ErrorCode) -> Resp {
+    let Resp::Produce(mut r) = resp else {
+        panic!("not a produce response")
+    };
+    for t in &mut r.topics {
+        for p in &mut t.partitions {
+            if p.index == partition {
+                p.error_code = code;
+                p.base_offset = -1;
+                p.current_leader = None;
+            }
+        }
+    }
+    Resp::Produce(r)
+}
+
+// --- the fake broker itself ------------------------------------------------------------------
+
+#[test]
+fn the_fake_broker_serves_a_producer_and_logs_what_it_was_sent() {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 2);
+    let p = producer(&c, &[]);
+    send(&p, 0, "a").wait().unwrap();
+    send(&p, 1, "b").wait().unwrap();
+    assert_eq!(values(&c, 0), ["a"]);
+    assert_eq!(values(&c, 1), ["b"]);
+    assert!(!c.seen(ApiKey::InitProducerId).is_empty());
+    let produce = c.seen(ApiKey::Produce);
+    let Req::Produce(first) = &produce[0].req else {
+        unreachable!()
+    };
+    assert_eq!(first.acks, -1);
+    p.close(WAIT).unwrap();
+}
+
+// --- Sender / RecordAccumulator ----------------------------------------------------------------
+
+#[test]
+fn a_retriable_error_is_retried_after_the_backoff_and_written_once() {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    c.on(ApiKey::Produce, 2, |_, r| {
+        Action::Reply(with_partition_error(r, 0, ErrorCode::NotEnoughReplicas))
+    });
+    let p = producer(&c, &[("retry.backoff.ms", "150")]);
+    send(&p, 0, "a").wait().unwrap();
+    assert_eq!(values(&c, 0), ["a"]);
+    let at: Vec<Instant> = c.seen(ApiKey::Produce).iter().map(|s| s.at).collect();
+    assert_eq!(at.len(), 3);
+    // Exponential: 150 ms, then 300 ms.
+    assert!(
+        at[1] - at[0] >= Duration::from_millis(140),
+        "{:?}",
+        at[1] - at[0]
+    );
+    assert!(
+        at[2] - at[1] >= Duration::from_millis(280),
+        "{:?}",
+        at[2] - at[1]
+    );
+}
+
+#[test]
+fn not_leader_with_the_new_leader_in_the_response_goes_to_it() {
+    let c = FakeCluster::start(2);
+    c.create_topic(T, 1);
+    let p = producer(&c, &[]);
+    send(&p, 0, "a").wait().unwrap();
+    // Leadership moves to node 1: node 0 answers NOT_LEADER_OR_FOLLOWER naming it.
+    c.set_leader(T, 0, 1, 1);
+    send(&p, 0, "b").wait().unwrap();
+    assert_eq!(values(&c, 0), ["a", "b"]);
+    let produce = c.seen(ApiKey::Produce);
+    assert_eq!(produce.last().unwrap().node, 1);
+}
+
+#[test]
+fn not_leader_without_a_leader_in_the_response_refreshes_metadata() {
+    let c = FakeCluster::start(2);
+    c.create_topic(T, 1);
+    let p = producer(&c, &[]);
+    send(&p, 0, "a").wait().unwrap();
+    c.set_leader(T, 0, 1, 1);
+    c.on(ApiKey::Produce, 1, |_, r| {
+        Action::Reply(with_partition_error(r, 0, ErrorCode::NotLeaderOrFollower))
+    });
+    let metadata_before = c.seen(ApiKey::Metadata).len();
+    send(&p, 0, "b").wait().unwrap();
+    assert_eq!(values(&c, 0), ["a", "b"]);
+    assert!(c.seen(ApiKey::Metadata).len() > metadata_before);
+    assert_eq!(c.seen(ApiKey::Produce).last().unwrap().node, 1);
+}
+
+#[test]
+fn errors_for_some_partitions_retry_those_only() {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 2);
+    let p = producer(&c, &[("linger.ms", "50")]);
+    let a = send(&p, 0, "a");
+    let b = send(&p, 1, "b");
+    c.on(ApiKey::Produce, 1, |_, r| {
+        Action::Reply(with_partition_error(r, 1, ErrorCode::NotEnoughReplicas))
+    });
+    a.wait().unwrap();
+    b.wait().unwrap();
+    assert_eq!(values(&c, 0), ["a"]);
+    assert_eq!(values(&c, 1), ["b"]);
+}
+
+// --- unknown outcomes: never written twice ----------------------------------------------------
+
+fn unknown_outcome(action: fn(Resp) -> Action) {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    let p = producer(&c, &[]);
+    send(&p, 0, "a").wait().unwrap();
+    // The broker writes the batch, then the answer is lost: the producer cannot know, retries
+    // with the same sequence, and the broker acknowledges the duplicate without writing it.
+    c.on(ApiKey::Produce, 1, move |_, r| action(r));
+    send(&p, 0, "b").wait().unwrap();
+    send(&p, 0, "c").wait().unwrap();
+    assert_eq!(values(&c, 0), ["a", "b", "c"]);
+    assert!(c.seen(ApiKey::Produce).len() >= 4);
+}
+
+#[test]
+fn a_response_cut_mid_frame_is_retried_and_written_once() {
+    unknown_outcome(Action::Cut);
+}
+
+#[test]
+fn a_connection_closed_with_the_request_in_flight_is_retried_and_written_once() {
+    unknown_outcome(|_| Action::Close);
+}
+
+#[test]
+fn a_response_later_than_the_request_timeout_is_retried_and_written_once() {
+    unknown_outcome(|r| Action::Delay(Duration::from_millis(1500), Box::new(Action::Reply(r))));
+}
+
+// --- the consumer -------------------------------------------------------------------------------
+
+fn consumer(cluster: &FakeCluster, extra: &[(&str, &str)]) -> Consumer {
+    let mut props = vec![
+        ("bootstrap.servers", cluster.bootstrap()),
+        ("group.id", "g".into()),
+        ("crac.register", "false".into()),
+        ("enable.auto.commit", "false".into()),
+        ("auto.offset.reset", "earliest".into()),
+        ("retry.backoff.ms", "20".into()),
+        ("reconnect.backoff.ms", "10".into()),
+        ("fetch.max.wait.ms", "50".into()),
+        ("heartbeat.interval.ms", "100".into()),
+        ("session.timeout.ms", "3000".into()),
+        ("request.timeout.ms", "1000".into()),
+    ];
+    for (k, v) in extra {
+        props.retain(|(key, _)| key != k);
+        props.push((k, v.to_string()));
+    }
+    Consumer::from_properties(props).expect("consumer config")
+}
+
+fn fill(c: &FakeCluster, partition: i32, values: &[&str]) {
+    let mut w = BatchWriter::new(256, kafka_client::protocol::record::Compression::None);
+    for v in values {
+        w.append(1_700_000_000_000, None, Some(v.as_bytes()), &[]);
+    }
+    c.append(T, partition, w.seal(-1, -1, -1));
+}
+
+/// Polls until `n` records came, or an error.
+fn poll_n(consumer: &Consumer, n: usize) -> Result<Vec<String>, ConsumerError> {
+    let deadline = Instant::now() + WAIT;
+    let mut out = Vec::new();
+    while out.len() < n {
+        if Instant::now() > deadline {
+            panic!("only {out:?} within {WAIT:?}");
+        }
+        for r in consumer.poll(Duration::from_millis(50))?.iter() {
+            out.push(String::from_utf8(r.value.clone().unwrap()).unwrap());
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn a_group_member_reads_and_commits_through_the_fake_broker() {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    fill(&c, 0, &["a", "b", "c"]);
+    let consumer = consumer(&c, &[]);
+    consumer.subscribe([T]).unwrap();
+    assert_eq!(poll_n(&consumer, 3).unwrap(), ["a", "b", "c"]);
+    consumer.commit_sync().unwrap();
+    assert_eq!(
+        c.model(|m| m.committed.get(&(T.to_owned(), 0)).copied()),
+        Some(3)
+    );
+    consumer.close(WAIT).unwrap();
+    assert!(!c.seen(ApiKey::LeaveGroup).is_empty());
+}
+
+#[test]
+fn offset_out_of_range_with_reset_none_is_an_error_until_a_seek() {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    fill(&c, 0, &["a", "b"]);
+    let consumer = consumer(&c, &[("auto.offset.reset", "none"), ("group.id", "")]);
+    let tp = TopicPartition::new(T, 0);
+    consumer.assign(std::slice::from_ref(&tp)).unwrap();
+    consumer.seek(&tp, 50).unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match consumer.poll(Duration::from_millis(50)) {
+            Err(ConsumerError::OffsetOutOfRange { offset, .. }) => {
+                assert_eq!(offset, 50);
+                break;
+            }
+            Ok(r) => assert!(r.is_empty()),
+            Err(e) => panic!("{e}"),
+        }
+        assert!(Instant::now() < deadline);
+    }
+    consumer.seek(&tp, 0).unwrap();
+    assert_eq!(poll_n(&consumer, 2).unwrap(), ["a", "b"]);
+}
