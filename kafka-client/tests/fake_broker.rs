@@ -1,10 +1,14 @@
 //! Error paths against the fake broker (`support/fake_broker.rs`), the cases Java's
 //! `SenderTest`, `RecordAccumulatorTest`, `TransactionManagerTest` and
-//! `ConsumerCoordinatorTest` cover. Each test starts its own fake cluster on 127.0.0.1 and
-//! takes well under a few seconds.
+//! `ConsumerCoordinatorTest` cover, and the checkpoint path when the client thread or the
+//! broker is late. Each test starts its own fake cluster on 127.0.0.1 and takes well under a
+//! few seconds.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crac_api::Context;
 use kafka_client::protocol::ApiKey;
 use kafka_client::protocol::ErrorCode;
 use kafka_client::protocol::record::BatchWriter;
@@ -277,4 +281,99 @@ fn offset_out_of_range_with_reset_none_is_an_error_until_a_seek() {
     }
     consumer.seek(&tp, 0).unwrap();
     assert_eq!(poll_n(&consumer, 2).unwrap(), ["a", "b"]);
+}
+
+// --- the checkpoint path when the client thread or the broker is late -------------------------
+
+#[test]
+fn producer_runs_normally_after_a_drain_its_sender_took_too_late() {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    let p = producer(&c, &[("checkpoint.drain.timeout.ms", "200")]);
+    // A delivery callback that holds the sender thread for 1.5 s.
+    let hold = Arc::new(AtomicBool::new(true));
+    let h = hold.clone();
+    p.send_with_callback(
+        ProducerRecord::new(T).partition(0).value(b"slow"),
+        move |_| {
+            if h.swap(false, Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+        },
+    )
+    .unwrap();
+    c.wait_for(ApiKey::Produce, 1, WAIT);
+    std::thread::sleep(Duration::from_millis(100)); // the callback is running
+    let r = p.as_resource();
+    let ctx = Context::new("test");
+    let t = Instant::now();
+    let err = r
+        .before_checkpoint(&ctx)
+        .expect_err("the sender is held up");
+    assert!(
+        t.elapsed() < Duration::from_millis(1400),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(err.to_string().contains("did not answer"), "{err}");
+    r.after_restore(&ctx).unwrap();
+    // The late drain and the restore reach the sender after the callback: it runs on.
+    send(&p, 0, "after").wait().unwrap();
+    p.flush_timeout(WAIT).unwrap();
+    assert_eq!(values(&c, 0), ["slow", "after"]);
+}
+
+#[test]
+fn producer_runs_normally_after_a_drain_acknowledged_past_its_timeout_and_grace() {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    let p = producer(
+        &c,
+        &[
+            ("checkpoint.drain.timeout.ms", "200"),
+            ("request.timeout.ms", "3000"),
+        ],
+    );
+    send(&p, 0, "a").wait().unwrap();
+    // The broker answers the next produce after 700 ms: past the drain's 200 ms and its grace.
+    c.on(ApiKey::Produce, 1, |_, r| {
+        Action::Delay(Duration::from_millis(700), Box::new(Action::Reply(r)))
+    });
+    let late = send(&p, 0, "late");
+    c.wait_for(ApiKey::Produce, 2, WAIT);
+    let r = p.as_resource();
+    let ctx = Context::new("test");
+    let err = r
+        .before_checkpoint(&ctx)
+        .expect_err("not acknowledged in time");
+    assert!(err.to_string().contains("not acknowledged"), "{err}");
+    r.after_restore(&ctx).unwrap();
+    late.wait().unwrap();
+    send(&p, 0, "b").wait().unwrap();
+    p.flush_timeout(WAIT).unwrap();
+    assert_eq!(values(&c, 0), ["a", "late", "b"]);
+}
+
+#[test]
+fn consumer_runs_normally_after_a_checkpoint_whose_commit_came_too_late() {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    fill(&c, 0, &["a"]);
+    let consumer = consumer(&c, &[("checkpoint.timeout.ms", "200")]);
+    consumer.subscribe([T]).unwrap();
+    assert_eq!(poll_n(&consumer, 1).unwrap(), ["a"]);
+    c.on(ApiKey::OffsetCommit, 1, |_, r| {
+        Action::Delay(Duration::from_millis(1500), Box::new(Action::Reply(r)))
+    });
+    let r = consumer.as_resource();
+    let ctx = Context::new("test");
+    r.before_checkpoint(&ctx).expect_err("the commit is late");
+    r.after_restore(&ctx).unwrap();
+    fill(&c, 0, &["b"]);
+    assert_eq!(poll_n(&consumer, 1).unwrap(), ["b"]);
+    consumer.commit_sync().unwrap();
+    assert_eq!(
+        c.model(|m| m.committed.get(&(T.to_owned(), 0)).copied()),
+        Some(2)
+    );
 }

@@ -19,6 +19,7 @@ use crac_api::{Context, Core, Resource, ResourceError};
 
 use super::ConsumerInner;
 use super::network_thread::Command;
+use crate::network::checkpoint::reply_grace;
 
 /// Why `before_checkpoint` refused.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +96,7 @@ impl Resource for ConsumerInner {
             reopen();
             return Err(ConsumerCheckpointError::NoNetworkThread { client_id }.into());
         }
-        match rx.recv_timeout(timeout + Duration::from_secs(10)) {
+        match rx.recv_timeout(timeout + reply_grace(timeout)) {
             Ok(Ok(())) => {
                 self.checkpoint.closed_now();
                 Ok(())

@@ -243,6 +243,12 @@ impl ConsumerNetworkThread {
                     group_instance_id,
                     reply,
                 } => {
+                    if matches!(self.phase, Phase::Draining { .. }) {
+                        // before_checkpoint gave up waiting: the checkpoint is over.
+                        self.fail_checkpoint(
+                            "the checkpoint ended before the commit and leave".into(),
+                        );
+                    }
                     self.restore(shift, group_instance_id);
                     let _ = reply.send(());
                 }
@@ -268,6 +274,14 @@ impl ConsumerNetworkThread {
     fn begin_checkpoint(&mut self, deadline: Instant, reply: mpsc::Sender<Result<(), String>>) {
         if !matches!(self.phase, Phase::Running) {
             let _ = reply.send(Err("the consumer is closing".into()));
+            return;
+        }
+        if Instant::now() >= deadline {
+            // The thread was held up past the checkpoint's deadline: it has given up, or will.
+            tracing::warn!("checkpoint: request came after its deadline");
+            let _ = reply.send(Err(
+                "the network thread took the checkpoint request after checkpoint.timeout.ms".into(),
+            ));
             return;
         }
         tracing::info!("checkpoint: committing returned records and leaving the group");
@@ -398,7 +412,13 @@ impl ConsumerNetworkThread {
             std::mem::replace(&mut self.phase, Phase::Checkpointed)
         {
             tracing::info!("checkpoint: committed, left the group, connections closed");
-            let _ = reply.send(Ok(()));
+            if reply.send(Ok(())).is_err() {
+                // before_checkpoint stopped waiting: no image is taken; rejoin now rather
+                // than stay disconnected until a Restore.
+                tracing::warn!("checkpoint: finished after the checkpoint gave up; rejoining");
+                let instance = self.coordinator.instance_id().map(str::to_owned);
+                self.restore(Duration::ZERO, instance);
+            }
         }
     }
 

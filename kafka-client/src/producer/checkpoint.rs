@@ -8,6 +8,7 @@ use crac_api::{Context, Resource, ResourceError};
 
 use super::ProducerInner;
 use super::sender::Command;
+use crate::network::checkpoint::reply_grace;
 
 /// Why `before_checkpoint` refused.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +48,7 @@ impl Resource for ProducerInner {
             self.acc.resume();
             return Err(CheckpointDrainError::NoSender { client_id }.into());
         }
-        match rx.recv_timeout(timeout + Duration::from_secs(10)) {
+        match rx.recv_timeout(timeout + reply_grace(timeout)) {
             Ok(Ok(())) => {
                 self.checkpoint.closed_now();
                 Ok(())

@@ -234,6 +234,15 @@ impl Sender {
         while let Ok(cmd) = self.commands.try_recv() {
             match cmd {
                 Command::Drain { deadline, reply } => {
+                    if Instant::now() >= deadline || !matches!(self.phase, Phase::Running) {
+                        // The sender was held up (a slow delivery callback) past the drain's
+                        // deadline: the checkpoint has given up on it, or will.
+                        tracing::warn!("checkpoint: drain request came after its deadline");
+                        let _ = reply.send(Err(
+                            "the sender thread took the drain request after checkpoint.drain.timeout.ms".into(),
+                        ));
+                        continue;
+                    }
                     tracing::info!(
                         records = self.acc.incomplete_records(),
                         "checkpoint: draining"
@@ -242,6 +251,7 @@ impl Sender {
                     self.phase = Phase::Draining { deadline, reply };
                 }
                 Command::Restore { shift, reply } => {
+                    self.abandon_drain();
                     self.restore(shift);
                     let _ = reply.send(());
                 }
@@ -254,6 +264,16 @@ impl Sender {
                     }
                 }
             }
+        }
+    }
+
+    /// A restore (the checkpoint is over, failed or not) while still draining: the caller
+    /// gave up waiting for the drain; the producer runs on as before.
+    fn abandon_drain(&mut self) {
+        if let Phase::Draining { reply, .. } = std::mem::replace(&mut self.phase, Phase::Running) {
+            tracing::warn!("checkpoint: over before the drain finished; the producer goes on");
+            self.acc.set_drain_all(false);
+            let _ = reply.send(Err("the checkpoint ended before the drain finished".into()));
         }
     }
 
@@ -856,7 +876,14 @@ impl Sender {
                         std::mem::replace(&mut self.phase, Phase::Checkpointed)
                     {
                         tracing::info!("checkpoint: every record acknowledged, connections closed");
-                        let _ = reply.send(Ok(()));
+                        if reply.send(Ok(())).is_err() {
+                            // before_checkpoint stopped waiting: no image is taken and the
+                            // producer must not stay disconnected until a Restore.
+                            tracing::warn!(
+                                "checkpoint: drained after the checkpoint gave up; reconnecting"
+                            );
+                            self.restore(Duration::ZERO);
+                        }
                     }
                 } else if now >= deadline {
                     let pending = self.acc.incomplete_records();
