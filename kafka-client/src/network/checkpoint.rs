@@ -52,6 +52,13 @@ fn jump(mono: Duration, wall: Duration, frozen: Duration) -> Duration {
     mono.saturating_sub(running).min(frozen)
 }
 
+/// How long past its own deadline a checkpoint waits for the client thread's answer (a thread
+/// held up by a slow callback answers late): as long again as the timeout, at most 10 s. After
+/// it the checkpoint fails and the thread, when it gets to the request, runs on as before.
+pub(crate) fn reply_grace(timeout: Duration) -> Duration {
+    timeout.min(Duration::from_secs(10))
+}
+
 #[cfg(test)]
 mod tests {
     use super::jump;
@@ -70,11 +77,4 @@ mod tests {
         // Wall clock stepped backwards: no shift rather than a bogus one.
         assert_eq!(jump(ms(50), Duration::ZERO, Duration::ZERO), Duration::ZERO);
     }
-}
-
-/// How long past its own deadline a checkpoint waits for the client thread's answer (a thread
-/// held up by a slow callback answers late): as long again as the timeout, at most 10 s. After
-/// it the checkpoint fails and the thread, when it gets to the request, runs on as before.
-pub(crate) fn reply_grace(timeout: Duration) -> Duration {
-    timeout.min(Duration::from_secs(10))
 }
