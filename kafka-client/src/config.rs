@@ -7,6 +7,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::network::metadata::{BootstrapServer, parse_bootstrap};
+pub use crate::network::security::SECURITY_KEYS;
+use crate::network::security::{SecurityConfig, resolved_late};
 
 /// A configuration key or value a client cannot accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,6 +59,8 @@ pub struct CommonConfig {
     pub allow_auto_create_topics: bool,
     /// `crac.register` (default true): register in the global CRaC context.
     pub crac_register: bool,
+    /// `security.protocol`, `ssl.*`, `sasl.*`, `config.providers*`: TLS and SASL.
+    pub security: SecurityConfig,
 }
 
 /// Every key [`CommonConfig::set`] accepts.
@@ -88,6 +92,7 @@ impl Default for CommonConfig {
             metadata_max_age: Duration::from_millis(300_000),
             allow_auto_create_topics: true,
             crac_register: true,
+            security: SecurityConfig::new(),
         }
     }
 }
@@ -97,6 +102,9 @@ impl CommonConfig {
     /// is one of them, `None` when it is not (the caller's own keys), an error naming the key
     /// and value when the value is bad. String values are trimmed, as Java's `ConfigDef` does.
     pub fn set(&mut self, key: &str, v: &str) -> Result<Option<&'static str>, ConfigError> {
+        if let Some(k) = self.security.set(key, v)? {
+            return Ok(Some(k));
+        }
         match key {
             "bootstrap.servers" => {
                 self.bootstrap_servers =
@@ -123,27 +131,52 @@ impl CommonConfig {
         if self.bootstrap_servers.is_empty() {
             return Err(ConfigError::new("bootstrap.servers", "", "required"));
         }
-        Ok(())
+        self.security.validate()
+    }
+
+    /// `value` with its config provider references (`${file:…}`, `${env:…}`) resolved, for a
+    /// key that is parsed now; the security keys keep theirs until a connection is made.
+    pub fn resolve_now<'a>(
+        &self,
+        key: &str,
+        value: &'a str,
+    ) -> Result<std::borrow::Cow<'a, str>, ConfigError> {
+        if resolved_late(key) || !self.security.providers.has_reference(value) {
+            return Ok(std::borrow::Cow::Borrowed(value));
+        }
+        self.security
+            .providers
+            .resolve(value)
+            .map(|v| std::borrow::Cow::Owned(v.to_string()))
+            .map_err(|e| ConfigError::new(key, value, format!("config provider: {e}")))
     }
 }
 
-/// [`COMMON_KEYS`] followed by a client's own keys, as one constant list.
-pub(crate) const fn concat_keys<const N: usize>(
-    a: &[&'static str],
-    b: &[&'static str],
-) -> [&'static str; N] {
-    assert!(a.len() + b.len() == N, "N must be the sum of both lengths");
+/// Lists of keys ([`COMMON_KEYS`], [`SECURITY_KEYS`], a client's own) as one constant list.
+pub(crate) const fn concat_keys<const N: usize>(lists: &[&[&'static str]]) -> [&'static str; N] {
     let mut out = [""; N];
-    let mut i = 0;
-    while i < a.len() {
-        out[i] = a[i];
-        i += 1;
+    let (mut i, mut l) = (0, 0);
+    while l < lists.len() {
+        let mut j = 0;
+        while j < lists[l].len() {
+            out[i] = lists[l][j];
+            i += 1;
+            j += 1;
+        }
+        l += 1;
     }
-    while i < N {
-        out[i] = b[i - a.len()];
-        i += 1;
-    }
+    assert!(i == N, "N must be the sum of the lengths");
     out
+}
+
+/// The length of [`concat_keys`]'s result.
+pub(crate) const fn keys_len(lists: &[&[&'static str]]) -> usize {
+    let (mut n, mut l) = (0, 0);
+    while l < lists.len() {
+        n += lists[l].len();
+        l += 1;
+    }
+    n
 }
 
 /// The builder methods of the common keys, for a configuration type with a `common:
@@ -194,6 +227,17 @@ macro_rules! common_builders {
         pub fn crac_register(mut self, on: bool) -> Self {
             self.common.crac_register = on;
             self.mark("crac.register");
+            self
+        }
+
+        /// Where OAUTHBEARER tokens come from (with `sasl.mechanism=OAUTHBEARER`): asked for
+        /// a token each time a connection authenticates, so the client keeps none between
+        /// connections (and none in a checkpoint image).
+        pub fn oauthbearer_token_provider(
+            mut self,
+            provider: std::sync::Arc<dyn crate::network::security::OAuthBearerTokenProvider>,
+        ) -> Self {
+            self.common.security.token_provider = Some(provider);
             self
         }
     };
@@ -290,7 +334,7 @@ mod tests {
             let r = c.set(k, "1");
             assert!(!matches!(r, Ok(None)), "{k}");
         }
-        const ALL: [&str; 3] = concat_keys(&["a"], &["b", "c"]);
+        const ALL: [&str; 3] = concat_keys(&[&["a"], &["b", "c"]]);
         assert_eq!(ALL, ["a", "b", "c"]);
     }
 

@@ -76,6 +76,11 @@ pub enum ProduceError {
         /// Why, when it was forced.
         reason: Option<Arc<str>>,
     },
+    /// No broker could be reached with the security settings: an untrusted certificate, a
+    /// hostname mismatch, a wrong password, a mechanism the broker does not enable. The message
+    /// names the broker and the configuration key to fix.
+    #[error("{0}")]
+    Security(Arc<str>),
     /// A condition the producer cannot recover from by retrying (fenced, no common protocol
     /// version with the broker).
     #[error("fatal producer error: {0}")]

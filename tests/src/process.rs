@@ -316,3 +316,16 @@ pub fn crac_checkpoint(exe: &str, pid: i32) -> (i32, String) {
     );
     (o.status.code().unwrap_or(-1), text)
 }
+
+/// Waits for a `progress …` line of the producing service (`src/bin/kafka_service.rs`) with at
+/// least `at_least` records acknowledged and no error; returns the count it shows.
+pub fn wait_acked(p: &mut Proc, at_least: u64, timeout: Duration) -> u64 {
+    loop {
+        let line = p.expect("progress ", timeout);
+        let acked: u64 = must(&line, "acked").parse().unwrap();
+        assert_eq!(must(&line, "errors"), "0", "{}", p.transcript());
+        if acked >= at_least {
+            return acked;
+        }
+    }
+}

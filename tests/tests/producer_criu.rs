@@ -11,7 +11,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crac_tests::kafka::Cluster;
-use crac_tests::process::{Proc, TempDir, alive, crac_checkpoint, crac_command, criu, must};
+use crac_tests::process::{
+    Proc, TempDir, alive, crac_checkpoint, crac_command, criu, must, wait_acked,
+};
 use crac_tests::stream::check_stream;
 
 const SERVICE: &str = env!("CARGO_BIN_EXE_kafka_service");
@@ -53,19 +55,6 @@ fn restore(img: &std::path::Path, extra: &[&str], name: &str) -> Proc {
     let mut args = vec!["restore", img.to_str().unwrap()];
     args.extend_from_slice(extra);
     Proc::spawn(name, &mut crac(&args))
-}
-
-/// Waits until the service has had `n` more records acknowledged than `from`; returns the
-/// count seen.
-fn wait_acked(p: &mut Proc, at_least: u64) -> u64 {
-    loop {
-        let line = p.expect("progress ", T);
-        let acked: u64 = must(&line, "acked").parse().unwrap();
-        assert_eq!(must(&line, "errors"), "0", "{}", p.transcript());
-        if acked >= at_least {
-            return acked;
-        }
-    }
 }
 
 /// No delivery or send error and no ERROR log line in what a process printed.
@@ -113,7 +102,7 @@ fn five_checkpoints_in_a_row_with_leaders_moved_lose_and_duplicate_nothing() {
     let mut current = service(k, topic, &img, &[]);
     let pid = current.pid();
     current.expect("first_ack", T);
-    let mut acked = wait_acked(&mut current, 100);
+    let mut acked = wait_acked(&mut current, 100, T);
     let mut blocked = Vec::new();
     let mut producer_ids = HashSet::new();
     for round in 1..=5u64 {
@@ -141,7 +130,7 @@ fn five_checkpoints_in_a_row_with_leaders_moved_lose_and_duplicate_nothing() {
         let ack = r.expect("first_ack_after_restore", T);
         producer_ids.insert(must(&ack, "producer_id").to_owned());
         if round < 5 {
-            acked = wait_acked(&mut r, acked + 100);
+            acked = wait_acked(&mut r, acked + 100, T);
         }
         current = r;
         blocked.extend(
@@ -191,7 +180,7 @@ fn without_the_resource_the_fd_check_names_the_kafka_sockets() {
         &[("SVC_REGISTER", "0"), ("SVC_FINAL", "1500")],
     );
     let pid = s.pid();
-    let acked = wait_acked(&mut s, 50);
+    let acked = wait_acked(&mut s, 50, T);
     let (code, text) = checkpoint(pid);
     assert_ne!(code, 0, "{text}");
     let ports = k.ports();
@@ -207,7 +196,7 @@ fn without_the_resource_the_fd_check_names_the_kafka_sockets() {
     );
     assert!(!img.join("inventory.img").exists(), "no image");
     assert!(alive(pid), "the service goes on");
-    wait_acked(&mut s, acked + 100);
+    wait_acked(&mut s, acked + 100, T);
     let done = s.expect("done ", T);
     assert_eq!(must(&done, "errors"), "0");
     assert!(s.wait(T).success());
@@ -224,7 +213,7 @@ fn two_clones_of_one_image_produce_with_their_own_producer_ids() {
     let img = dir.join("image");
     let mut s = service(k, topic, &img, &[("SVC_QUIESCE", "1")]);
     let pid = s.pid();
-    wait_acked(&mut s, 200);
+    wait_acked(&mut s, 200, T);
     let (code, text) = checkpoint(pid);
     assert_eq!(code, 0, "{text}");
     s.wait(T);
@@ -311,7 +300,7 @@ fn a_freeze_longer_than_delivery_timeout_expires_nothing() {
     let props = "delivery.timeout.ms=10000,request.timeout.ms=5000,max.block.ms=10000";
     let mut s = service(k, topic, &img, &[("SVC_PROPS", props)]);
     let pid = s.pid();
-    wait_acked(&mut s, 100);
+    wait_acked(&mut s, 100, T);
     let (code, text) = checkpoint(pid);
     assert_eq!(code, 0, "{text}");
     s.wait(T);
@@ -359,7 +348,7 @@ fn a_broker_down_during_the_drain_fails_the_checkpoint_and_loses_nothing() {
         ],
     );
     let pid = s.pid();
-    wait_acked(&mut s, 100);
+    wait_acked(&mut s, 100, T);
     k.stop_broker(1);
     std::thread::sleep(Duration::from_millis(500));
     let (code, text) = checkpoint(pid);

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 pub use crate::config::ConfigError;
 use crate::config::{
-    COMMON_KEYS, CommonConfig, common_builders, concat_keys, parse_bool, parse_ms, parse_num,
-    parse_with, properties_pairs,
+    COMMON_KEYS, CommonConfig, SECURITY_KEYS, common_builders, concat_keys, keys_len, parse_bool,
+    parse_ms, parse_num, parse_with, properties_pairs,
 };
 use crate::protocol::messages::fetch::IsolationLevel;
 
@@ -153,9 +153,14 @@ const CONSUMER_KEYS: &[&str] = &[
     "crac.group.instance.id.var",
 ];
 
-/// Every key [`ConsumerConfig::set`] accepts: the [`COMMON_KEYS`], then the consumer's own.
+/// Every key [`ConsumerConfig::set`] accepts: the [`COMMON_KEYS`], the [`SECURITY_KEYS`]
+/// (and `config.providers.NAME.class`), then the consumer's own.
 pub const KEYS: &[&str] =
-    &concat_keys::<{ COMMON_KEYS.len() + CONSUMER_KEYS.len() }>(COMMON_KEYS, CONSUMER_KEYS);
+    &concat_keys::<{ keys_len(&[COMMON_KEYS, SECURITY_KEYS, CONSUMER_KEYS]) }>(&[
+        COMMON_KEYS,
+        SECURITY_KEYS,
+        CONSUMER_KEYS,
+    ]);
 
 impl Default for ConsumerConfig {
     fn default() -> Self {
@@ -223,7 +228,8 @@ impl ConsumerConfig {
     /// Sets one key from its string value, as in Java properties. An unknown key or a bad
     /// value is an error naming both.
     pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, ConfigError> {
-        let v = value;
+        let resolved = self.common.resolve_now(key, value)?;
+        let v = &*resolved;
         if let Some(k) = self.common.set(key, v)? {
             return Ok(self.mark(k));
         }

@@ -74,6 +74,12 @@ pub enum ConsumerError {
     /// The consumer is closed.
     #[error("consumer closed")]
     Closed,
+    /// No broker could be reached with the security settings: an untrusted certificate, a
+    /// hostname mismatch, a wrong password, a mechanism the broker does not enable. The message
+    /// names the broker and the configuration key to fix. `poll()` returns it once per failure
+    /// while the consumer keeps retrying (with `reconnect.backoff.max.ms`).
+    #[error("{0}")]
+    Security(Arc<str>),
     /// A condition the consumer cannot recover from (no common protocol version, the group
     /// refused our protocol, authorization).
     #[error("fatal consumer error: {0}")]

@@ -107,6 +107,8 @@ pub(crate) struct ConsumerNetworkThread {
     wake_pending: Arc<AtomicBool>,
     phase: Phase,
     topics_version: (u64, usize),
+    /// The last security failure reported to `poll()`, until a connection succeeds.
+    security_error: Option<String>,
 }
 
 impl ConsumerNetworkThread {
@@ -129,6 +131,7 @@ impl ConsumerNetworkThread {
             wake_pending,
             phase: Phase::Running,
             topics_version: (u64::MAX, usize::MAX),
+            security_error: None,
         }
     }
 
@@ -141,7 +144,7 @@ impl ConsumerNetworkThread {
         loop {
             let now = Instant::now();
             self.apply_commands(now);
-            self.net.client.poll_connects();
+            self.poll_connects();
             if matches!(self.phase, Phase::Checkpointed) {
                 self.wait(Duration::from_secs(3600));
                 continue;
@@ -170,6 +173,30 @@ impl ConsumerNetworkThread {
         let lost = self.net.close_all("consumer closed");
         self.dispatch_lost(lost, "consumer closed");
         tracing::debug!("consumer network thread stopped");
+    }
+
+    /// Collects finished connection attempts. A failure on the security settings is reported
+    /// to `poll()` (once, until a connection succeeds again): retrying cannot fix it.
+    fn poll_connects(&mut self) {
+        for (_, r) in self.net.client.poll_connects() {
+            match r {
+                Ok(()) => self.security_error = None,
+                Err(e) if e.is_security() => {
+                    let msg = e.to_string();
+                    if self.security_error.as_deref() != Some(msg.as_str()) {
+                        tracing::error!(error = %msg, "cannot connect with the security settings");
+                        self.security_error = Some(msg.clone());
+                        self.shared
+                            .state
+                            .lock()
+                            .errors
+                            .push_back(ConsumerError::Security(Arc::from(msg)));
+                        self.shared.notify();
+                    }
+                }
+                Err(_) => {}
+            }
+        }
     }
 
     fn wait(&mut self, timeout: Duration) {

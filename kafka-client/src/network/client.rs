@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use super::connection::{BrokerConnection, ConnectParams};
 use super::{Event, NetworkError};
+use std::sync::Arc;
+
+use super::security::SecurityConfig;
 use crate::config::CommonConfig;
 use crate::protocol::{ApiKey, Request, encode_frame};
 
@@ -34,6 +37,8 @@ pub struct NetworkConfig {
     pub reconnect_backoff_max: Duration,
     /// `max.in.flight.requests.per.connection`.
     pub max_in_flight: usize,
+    /// `security.protocol`, `ssl.*`, `sasl.*`.
+    pub security: Arc<SecurityConfig>,
 }
 
 impl NetworkConfig {
@@ -46,6 +51,7 @@ impl NetworkConfig {
             reconnect_backoff: common.reconnect_backoff,
             reconnect_backoff_max: common.reconnect_backoff_max,
             max_in_flight,
+            security: Arc::new(common.security.clone()),
         }
     }
 }
@@ -272,6 +278,8 @@ impl<T> NetworkClient<T> {
         let (connect_timeout, request_timeout) =
             (self.config.connect_timeout, self.config.request_timeout);
         let client_id = self.config.client_id.clone();
+        let security = self.config.security.clone();
+        let host = node.host.clone();
         let t = target.clone();
         let thread = std::thread::Builder::new()
             .name(format!("kafka-connect-{node_id}"))
@@ -281,6 +289,8 @@ impl<T> NetworkClient<T> {
                         node_id,
                         conn_id,
                         addrs: &addrs,
+                        host: &host,
+                        security: &security,
                         connect_timeout,
                         request_timeout,
                         client_id: &client_id,
@@ -359,6 +369,12 @@ impl<T> NetworkClient<T> {
                 }
                 Err(e) => {
                     node.failures = node.failures.saturating_add(1);
+                    // The same settings fail the same way: no faster than the longest backoff.
+                    let backoff = if e.is_security() {
+                        backoff.max(self.config.reconnect_backoff_max)
+                    } else {
+                        backoff
+                    };
                     node.next_attempt = Some(Instant::now() + backoff);
                     tracing::warn!(node_id, target = %a.target, error = %e, backoff_ms = backoff.as_millis() as u64, "connection to broker failed");
                     out.push((node_id, Err(e)));
@@ -702,6 +718,7 @@ mod tests {
                 reconnect_backoff: Duration::from_millis(50),
                 reconnect_backoff_max: Duration::from_millis(100),
                 max_in_flight: 5,
+                security: Arc::new(SecurityConfig::new()),
             },
             tx,
         );

@@ -1,4 +1,5 @@
-//! One blocking TCP connection to a broker.
+//! One blocking connection to a broker: TCP, TLS over it when `security.protocol` says so,
+//! API versions, then SASL authentication.
 //!
 //! Writes happen on the caller's thread (the sender). A reader thread per connection blocks
 //! on the socket and forwards each response frame, or the disconnect, as an [`Event`] to the
@@ -11,9 +12,16 @@ use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use zeroize::Zeroizing;
+
+use crate::protocol::messages::{
+    ApiVersionsRequest, ApiVersionsResponse, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
 use crate::protocol::{ApiVersionsTable, ErrorCode, Request, decode_response, encode_frame};
 
+use super::security::sasl::{Credentials, Exchange, SaslMechanism, Step};
+use super::security::{SecurityConfig, tls};
+use super::transport::{FrameReader, FrameWriter, Setup};
 use super::{Event, NetworkError};
 
 /// Largest response frame accepted; a larger size prefix means a broken or hostile peer.
@@ -23,6 +31,7 @@ pub const MAX_RESPONSE_SIZE: usize = 100 * 1024 * 1024;
 #[derive(Debug)]
 pub struct BrokerConnection {
     stream: TcpStream,
+    writer: FrameWriter,
     reader: Option<JoinHandle<()>>,
     /// Which node this connection serves.
     pub node_id: i32,
@@ -33,6 +42,8 @@ pub struct BrokerConnection {
     pub addr: SocketAddr,
     /// What the broker supports.
     pub versions: ApiVersionsTable,
+    /// How long the SASL session lasts (KIP-368), if the broker limits it.
+    pub session_lifetime: Option<Duration>,
 }
 
 /// Everything needed to open a connection.
@@ -40,6 +51,9 @@ pub(crate) struct ConnectParams<'a> {
     pub node_id: i32,
     pub conn_id: u64,
     pub addrs: &'a [SocketAddr],
+    /// The host name connected to (the name the broker's certificate must hold).
+    pub host: &'a str,
+    pub security: &'a SecurityConfig,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub client_id: &'a str,
@@ -47,9 +61,11 @@ pub(crate) struct ConnectParams<'a> {
 }
 
 impl BrokerConnection {
-    /// Connects to the first address that answers, negotiates API versions (ApiVersions v4
-    /// down to what the broker supports), then starts the reader thread.
+    /// Connects to the first address that answers, handshakes TLS, negotiates API versions
+    /// (ApiVersions v4 down to what the broker supports), authenticates, then starts the
+    /// reader thread. The secrets this needs are resolved here and wiped before it returns.
     pub(crate) fn open(p: ConnectParams<'_>) -> Result<Self, NetworkError> {
+        let resolved = p.security.resolve().map_err(NetworkError::Security)?;
         let mut last_err = None;
         let mut stream = None;
         for addr in p.addrs {
@@ -61,7 +77,7 @@ impl BrokerConnection {
                 Err(e) => last_err = Some((*addr, e)),
             }
         }
-        let (mut stream, addr) = match stream {
+        let (stream, addr) = match stream {
             Some(s) => s,
             None => {
                 let (addr, e) = last_err.ok_or_else(|| NetworkError::Resolve {
@@ -79,32 +95,75 @@ impl BrokerConnection {
         stream
             .set_read_timeout(Some(p.request_timeout))
             .map_err(io_err)?;
-        let versions = negotiate(&mut stream, addr, p.client_id)?;
+        let handle = stream.try_clone().map_err(io_err)?;
+        let mut setup = match resolved.tls.clone() {
+            Some(config) => {
+                let name =
+                    rustls::pki_types::ServerName::try_from(p.host.to_owned()).map_err(|_| {
+                        NetworkError::Tls {
+                            addr,
+                            host: p.host.to_owned(),
+                            key: "bootstrap.servers",
+                            reason: "not a valid host name for TLS".into(),
+                        }
+                    })?;
+                let conn =
+                    rustls::ClientConnection::new(config, name).map_err(|e| NetworkError::Tls {
+                        addr,
+                        host: p.host.to_owned(),
+                        key: "security.protocol",
+                        reason: e.to_string(),
+                    })?;
+                Setup::tls(stream, conn).map_err(|e| tls_error(e, addr, p.host))?
+            }
+            None => Setup::Plain(stream),
+        };
+        // With TLS 1.3 the broker checks the client's certificate after the client has
+        // finished its handshake: its refusal arrives as an alert on the first read.
+        let alert = |e: NetworkError| match e {
+            NetworkError::Io { source, .. } if is_tls_error(&source) => {
+                tls_error(source, addr, p.host)
+            }
+            e => e,
+        };
+        let versions = negotiate(&mut setup, addr, p.client_id).map_err(alert)?;
+        let session_lifetime = match resolved.sasl {
+            Some((mechanism, creds)) => {
+                authenticate(&mut setup, addr, p.client_id, &versions, mechanism, creds)
+                    .map_err(alert)?
+            }
+            None => None,
+        };
+        drop(resolved.tls);
         // The reader thread blocks without timeout: request timeouts are tracked by the
         // owner of the in-flight requests, not by the socket.
-        stream.set_read_timeout(None).map_err(io_err)?;
-        let read_half = stream.try_clone().map_err(io_err)?;
+        handle.set_read_timeout(None).map_err(io_err)?;
+        let (writer, read_half) = setup.split().map_err(io_err)?;
         let (node_id, conn_id, events) = (p.node_id, p.conn_id, p.events);
         let reader = std::thread::Builder::new()
             .name(format!("kafka-reader-{node_id}"))
             .spawn(move || read_loop(read_half, node_id, conn_id, events))
             .map_err(io_err)?;
         Ok(Self {
-            stream,
+            stream: handle,
+            writer,
             reader: Some(reader),
             node_id,
             conn_id,
             addr,
             versions,
+            session_lifetime,
         })
     }
 
     /// Writes one complete frame.
     pub fn send_frame(&mut self, frame: &[u8]) -> Result<(), NetworkError> {
-        self.stream.write_all(frame).map_err(|e| NetworkError::Io {
-            addr: self.addr,
-            source: e,
-        })
+        self.writer
+            .write_frame(frame)
+            .map_err(|e| NetworkError::Io {
+                addr: self.addr,
+                source: e,
+            })
     }
 
     /// Shuts the socket down and joins the reader thread.
@@ -162,7 +221,7 @@ const FRAME_FIRST_CAPACITY: usize = 1 << 20;
 /// frames are read straight into their own buffer past what is buffered.
 const READ_BUFFER: usize = 16 * 1024;
 
-fn read_loop(stream: TcpStream, node_id: i32, conn_id: u64, events: Sender<Event>) {
+fn read_loop(stream: FrameReader, node_id: i32, conn_id: u64, events: Sender<Event>) {
     let mut stream = BufReader::with_capacity(READ_BUFFER, stream);
     loop {
         match read_frame(&mut stream) {
@@ -197,7 +256,7 @@ fn read_loop(stream: TcpStream, node_id: i32, conn_id: u64, events: Sender<Event
 /// ApiVersions, highest version first; on `UNSUPPORTED_VERSION` retry with the broker's
 /// highest ApiVersions version (it lists it in its v0 answer).
 fn negotiate(
-    stream: &mut TcpStream,
+    stream: &mut Setup,
     addr: SocketAddr,
     client_id: &str,
 ) -> Result<ApiVersionsTable, NetworkError> {
@@ -241,4 +300,143 @@ fn negotiate(
         addr,
         code: ErrorCode::UnsupportedVersion,
     })
+}
+
+fn is_tls_error(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+}
+
+/// A failed TLS handshake as the error a user can act on.
+fn tls_error(e: io::Error, addr: SocketAddr, host: &str) -> NetworkError {
+    let rustls_error = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    let (key, reason) = match rustls_error {
+        Some(r) => tls::explain(r, host),
+        None => (
+            "security.protocol",
+            format!("TLS handshake failed: {e} (is the port a TLS listener?)"),
+        ),
+    };
+    NetworkError::Tls {
+        addr,
+        host: host.to_owned(),
+        key,
+        reason,
+    }
+}
+
+/// SaslHandshake, then SaslAuthenticate rounds until the mechanism is satisfied. Returns the
+/// session lifetime the broker set (KIP-368). Every frame that carried a secret is wiped.
+fn authenticate(
+    stream: &mut Setup,
+    addr: SocketAddr,
+    client_id: &str,
+    versions: &ApiVersionsTable,
+    mechanism: SaslMechanism,
+    creds: Credentials,
+) -> Result<Option<Duration>, NetworkError> {
+    let io_err = |e: io::Error| NetworkError::Io { addr, source: e };
+    let auth_err = |key: &'static str, reason: String| NetworkError::Authentication {
+        addr,
+        mechanism,
+        key,
+        reason,
+    };
+    let mut correlation_id = 100;
+    let handshake = SaslHandshakeRequest {
+        mechanism: mechanism.name().to_owned(),
+    };
+    stream
+        .write_all(&encode_frame(
+            &handshake,
+            1,
+            correlation_id,
+            Some(client_id),
+        ))
+        .map_err(io_err)?;
+    let body = read_frame(stream).map_err(io_err)?;
+    let resp = decode_response::<SaslHandshakeRequest>(&body, 1, correlation_id).map_err(|e| {
+        NetworkError::Decode {
+            addr,
+            api: "SaslHandshake",
+            source: e,
+        }
+    })?;
+    match resp.error_code {
+        ErrorCode::None => {}
+        ErrorCode::UnsupportedSaslMechanism => {
+            return Err(auth_err(
+                "sasl.mechanism",
+                format!(
+                    "the broker does not enable {mechanism} on this listener (it enables: {})",
+                    resp.mechanisms.join(", ")
+                ),
+            ));
+        }
+        code => {
+            return Err(auth_err(
+                "sasl.mechanism",
+                format!("SaslHandshake failed: {code}"),
+            ));
+        }
+    }
+    let version = versions
+        .negotiate(
+            SaslAuthenticateRequest::API_KEY,
+            SaslAuthenticateRequest::versions(),
+        )
+        .map_err(|source| NetworkError::Version { addr, source })?;
+    let (mut exchange, mut message) =
+        Exchange::start(creds).map_err(|r| auth_err("sasl.jaas.config", r))?;
+    for _round in 0..8 {
+        correlation_id += 1;
+        let frame = Zeroizing::new(encode_frame(
+            &SaslAuthenticateRequest {
+                auth_bytes: &message,
+            },
+            version,
+            correlation_id,
+            Some(client_id),
+        ));
+        stream.write_all(&frame).map_err(io_err)?;
+        let body = Zeroizing::new(read_frame(stream).map_err(io_err)?);
+        let resp = decode_response::<SaslAuthenticateRequest<'_>>(&body, version, correlation_id)
+            .map_err(|e| NetworkError::Decode {
+            addr,
+            api: "SaslAuthenticate",
+            source: e,
+        })?;
+        if resp.error_code != ErrorCode::None {
+            let detail = resp
+                .error_message
+                .unwrap_or_else(|| resp.error_code.to_string());
+            let key = match mechanism {
+                SaslMechanism::OAuthBearer => {
+                    "sasl.jaas.config (or the OAUTHBEARER token provider)"
+                }
+                _ => "sasl.jaas.config",
+            };
+            return Err(auth_err(key, format!("{} ({detail})", resp.error_code)));
+        }
+        match exchange
+            .next(&resp.auth_bytes)
+            .map_err(|r| auth_err("sasl.jaas.config", r))?
+        {
+            Step::Send(next) => message = next,
+            Step::Done => {
+                let lifetime = u64::try_from(resp.session_lifetime_ms)
+                    .ok()
+                    .filter(|&ms| ms > 0)
+                    .map(Duration::from_millis);
+                tracing::debug!(%addr, %mechanism, session_lifetime_ms = ?lifetime.map(|d| d.as_millis()), "authenticated");
+                return Ok(lifetime);
+            }
+        }
+    }
+    Err(auth_err(
+        "sasl.mechanism",
+        "the SASL exchange did not end after 8 rounds".into(),
+    ))
 }

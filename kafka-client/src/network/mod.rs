@@ -9,6 +9,8 @@ pub mod client;
 pub mod connection;
 pub mod metadata;
 pub mod net;
+pub mod security;
+pub(crate) mod transport;
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -103,10 +105,53 @@ pub enum NetworkError {
         /// Detail.
         source: crate::protocol::api::NoCommonVersion,
     },
+    /// The TLS handshake failed (untrusted certificate, hostname mismatch, no client
+    /// certificate, not a TLS listener).
+    #[error("TLS with broker {addr} ({host}) failed: {reason} [key: {key}]")]
+    Tls {
+        /// Address.
+        addr: SocketAddr,
+        /// The host name connected to.
+        host: String,
+        /// The configuration key to fix.
+        key: &'static str,
+        /// What happened and what to do.
+        reason: String,
+    },
+    /// SASL authentication failed (wrong password, mechanism not enabled, token refused).
+    #[error("SASL {mechanism} authentication with broker {addr} failed: {reason} [key: {key}]")]
+    Authentication {
+        /// Address.
+        addr: SocketAddr,
+        /// `sasl.mechanism`.
+        mechanism: security::SaslMechanism,
+        /// The configuration key to fix.
+        key: &'static str,
+        /// What the broker said.
+        reason: String,
+    },
+    /// A security setting could not be used (a file or provider that cannot be read, a bad
+    /// key or certificate).
+    #[error("cannot connect: {0}")]
+    Security(#[from] security::SecurityError),
     /// The node is not connected (or its in-flight limit is reached).
     #[error("node {0} is not ready")]
     NotReady(i32),
     /// The node is unknown.
     #[error("unknown node {0}")]
     UnknownNode(i32),
+}
+
+impl NetworkError {
+    /// Whether the error comes from the security settings (TLS, SASL, their files): trying
+    /// again with the same settings fails the same way, so the clients report it to their
+    /// callers at once instead of only backing off.
+    pub fn is_security(&self) -> bool {
+        matches!(
+            self,
+            NetworkError::Tls { .. }
+                | NetworkError::Authentication { .. }
+                | NetworkError::Security(_)
+        )
+    }
 }

@@ -158,6 +158,9 @@ struct State {
     flush_until: u64,
     drain_all: bool,
     closed: Option<Option<Arc<str>>>,
+    /// Why no broker can be reached with the security settings (TLS, SASL), until a
+    /// connection succeeds: `send()`s waiting for metadata fail with it at once.
+    security_error: Option<Arc<str>>,
     wanted: Vec<Arc<str>>,
     rng: u64,
     drain_rotation: usize,
@@ -255,6 +258,7 @@ impl RecordAccumulator {
                 flush_until: 0,
                 drain_all: false,
                 closed: None,
+                security_error: None,
                 wanted: Vec::new(),
                 rng: seed,
                 drain_rotation: 0,
@@ -368,6 +372,9 @@ impl RecordAccumulator {
                 }
                 Some(i) if st.topics[i].partitions > 0 => i,
                 _ => {
+                    if let Some(e) = &st.security_error {
+                        return Err(ProduceError::Security(e.clone()));
+                    }
                     if !st.wanted.iter().any(|w| &**w == rec.topic) {
                         st.wanted.push(Arc::from(rec.topic));
                     }
@@ -751,6 +758,17 @@ impl RecordAccumulator {
     pub fn close(&self, reason: Option<Arc<str>>) {
         self.state.lock().closed = Some(reason);
         self.changed.notify_all();
+    }
+
+    /// Records (or clears) why the cluster cannot be reached with the security settings, and
+    /// wakes the `send()`s waiting for metadata.
+    pub fn set_security_error(&self, e: Option<Arc<str>>) {
+        let mut st = self.state.lock();
+        if st.security_error.is_some() || e.is_some() {
+            st.security_error = e;
+            drop(st);
+            self.changed.notify_all();
+        }
     }
 
     /// Whether `close` was called.

@@ -116,6 +116,8 @@ pub(crate) struct Sender {
     phase: Phase,
     failed_at_close: usize,
     next_expire_check: Option<Instant>,
+    /// The last connection failure on the security settings, until a connection succeeds.
+    security_error: Option<Arc<str>>,
 }
 
 /// How often queued batches are checked against `delivery.timeout.ms` (each check takes the
@@ -160,6 +162,7 @@ impl Sender {
             phase: Phase::Running,
             failed_at_close: 0,
             next_expire_check: None,
+            security_error: None,
         }
     }
 
@@ -310,10 +313,29 @@ impl Sender {
 
     fn poll_connects(&mut self) {
         for (_, r) in self.net.client.poll_connects() {
-            if r.is_ok() {
-                Counters::add(&self.counters.connects, 1);
+            match r {
+                Ok(()) => {
+                    Counters::add(&self.counters.connects, 1);
+                    self.acc.set_security_error(None);
+                    self.security_error = None;
+                }
+                Err(e) if e.is_security() => self.on_security_error(&e),
+                Err(_) => {}
             }
         }
+    }
+
+    /// A connection failed on the security settings: retrying with the same settings fails
+    /// the same way, unless they change (a secret rotated in its file, a broker's credential
+    /// updated). `send()`s waiting for metadata fail with the error at once (naming the broker
+    /// and the key to fix) instead of waiting out `max.block.ms`; records already accepted
+    /// stay queued and are retried (the node backs off at `reconnect.backoff.max.ms`) until
+    /// `delivery.timeout.ms`, whose error then carries this one.
+    fn on_security_error(&mut self, e: &NetworkError) {
+        let msg: Arc<str> = Arc::from(e.to_string());
+        tracing::error!(error = %msg, "cannot connect with the security settings");
+        self.acc.set_security_error(Some(msg.clone()));
+        self.security_error = Some(msg);
     }
 
     fn maybe_update_metadata(&mut self, now: Instant) {
@@ -388,7 +410,7 @@ impl Sender {
                 topic: b.topic.clone(),
                 partition: b.partition,
                 after: self.config.delivery_timeout,
-                last_error: b.last_error.clone(),
+                last_error: b.last_error.clone().or_else(|| self.security_error.clone()),
             };
             self.fail(b, e);
         }

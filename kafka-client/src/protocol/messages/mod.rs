@@ -14,9 +14,13 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_fetch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 
 pub use api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 pub use init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 pub use metadata::{MetadataRequest, MetadataResponse};
 pub use produce::{ProduceRequest, ProduceResponse};
+pub use sasl_authenticate::{SaslAuthenticateRequest, SaslAuthenticateResponse};
+pub use sasl_handshake::{SaslHandshakeRequest, SaslHandshakeResponse};
