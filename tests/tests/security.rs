@@ -199,6 +199,45 @@ fn sasl_ssl_oauthbearer_round_trip_with_java() {
     round_trip(k, &k.access("SASL_SSL", Some("OAUTHBEARER")), "over-oauth");
 }
 
+/// KIP-368: the SASL_PLAINTEXT listener limits sessions to 4 s. A producer and a consumer
+/// that run for 12 s re-authenticate on their connections before each session ends (a broker
+/// closes a connection whose session expired): no connection is lost, every record arrives.
+#[test]
+fn sessions_are_renewed_on_their_connections_before_the_broker_ends_them() {
+    let k = kafka();
+    let topic = "reauth";
+    k.create_topic(topic, 1, 1);
+    let a = k.access("SASL_PLAINTEXT", Some("SCRAM-SHA-256"));
+    let producer = Producer::new(producer_config(&a, &[("linger.ms", "0")])).unwrap();
+    let consumer = Consumer::new(consumer_config(&a, &[])).unwrap();
+    consumer.assign(&[TopicPartition::new(topic, 0)]).unwrap();
+    let start = Instant::now();
+    let (mut sent, mut read) = (0usize, 0usize);
+    while start.elapsed() < Duration::from_secs(12) {
+        producer
+            .send(ProducerRecord::new(topic).value(format!("r{sent}").as_bytes()))
+            .unwrap()
+            .wait()
+            .unwrap();
+        sent += 1;
+        read += consumer.poll(Duration::from_millis(100)).unwrap().len();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while read < sent {
+        assert!(Instant::now() < deadline, "read {read} of {sent}");
+        read += consumer.poll(Duration::from_millis(200)).unwrap().len();
+    }
+    assert_eq!(read, sent);
+    let m = producer.metrics();
+    assert!(sent > 20, "sent {sent}");
+    assert_eq!(
+        m.disconnects, 0,
+        "no connection lost to an expired session: {m:?}"
+    );
+    producer.close(Duration::from_secs(5)).unwrap();
+    consumer.close(Duration::from_secs(5)).unwrap();
+}
+
 /// How long a failing `send()` may take: well within `max.block.ms` below.
 const MAX_BLOCK: Duration = Duration::from_secs(20);
 
@@ -361,6 +400,7 @@ fn errors_name_the_broker_and_the_key_to_fix() {
 // --- Checkpoints over SASL_SSL under real CRIU --------------------------------------------------
 
 const SERVICE: &str = env!("CARGO_BIN_EXE_kafka_service");
+const CONSUMER: &str = env!("CARGO_BIN_EXE_kafka_consumer_service");
 const CRAC: &str = env!("CARGO_BIN_EXE_crac-under-test");
 const T: Duration = Duration::from_secs(180);
 
@@ -380,19 +420,7 @@ fn secure_service(
     user: &str,
     env: &[(&str, &std::path::Path)],
 ) -> Proc {
-    let props = [
-        "security.protocol=SASL_SSL".to_owned(),
-        "ssl.truststore.type=PEM".to_owned(),
-        format!("ssl.truststore.location={}", k.tls_file("ca.pem").display()),
-        "ssl.keystore.type=PEM".to_owned(),
-        format!("ssl.keystore.location={}", k.tls_file("client.pem").display()),
-        "sasl.mechanism=SCRAM-SHA-512".to_owned(),
-        format!(
-            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"{user}\" password=\"${{file:{}:password}}\";",
-            secrets.display()
-        ),
-    ]
-    .join(",");
+    let props = sasl_ssl_props(k, secrets, user);
     let mut c = std::process::Command::new(SERVICE);
     c.env("CRAC_CRIU", crac_tests::process::criu())
         .env("CRAC_CHECKPOINT_TO", img)
@@ -476,31 +504,7 @@ fn producer_checkpoint_over_sasl_ssl_rotates_its_password_and_keeps_no_secret_in
     assert!(!s.wait(T).success(), "the process stops at the dump");
 
     // The image: no password, no private key (its PEM text or its DER).
-    assert_eq!(
-        image_contains(&img, old.as_bytes()),
-        None,
-        "the password is in the image"
-    );
-    let (lines, der) = pem_body(&k.tls_file("client.key"));
-    assert!(
-        der.len() > 600,
-        "DER of the client key: {} bytes",
-        der.len()
-    );
-    for l in &lines[1..lines.len() - 1] {
-        assert_eq!(
-            image_contains(&img, l.as_bytes()),
-            None,
-            "a PEM line of the key is in the image"
-        );
-    }
-    for at in [der.len() / 4, der.len() / 2, 3 * der.len() / 4] {
-        assert_eq!(
-            image_contains(&img, &der[at..at + 32]),
-            None,
-            "DER bytes of the key at {at} are in the image"
-        );
-    }
+    assert_image_has_no_secret(k, &img, &old);
 
     // Rotated while frozen: the broker knows only the new password, the file holds it.
     let new = random_hex(16);
@@ -532,6 +536,187 @@ fn producer_checkpoint_over_sasl_ssl_rotates_its_password_and_keeps_no_secret_in
     let (rep, _) = check_stream(&records, &expected);
     assert!(rep.is_clean(), "{rep}");
     assert_eq!(rep.read as u64, last, "{rep}");
+}
+
+/// The SASL_SSL settings of the checkpoint tests, as `SVC_PROPS`: SCRAM-SHA-512 with the
+/// password named by `${file:…}`, the client certificate and key read from a PEM file.
+fn sasl_ssl_props(k: &Cluster, secrets: &std::path::Path, user: &str) -> String {
+    [
+        "security.protocol=SASL_SSL".to_owned(),
+        "ssl.truststore.type=PEM".to_owned(),
+        format!("ssl.truststore.location={}", k.tls_file("ca.pem").display()),
+        "ssl.keystore.type=PEM".to_owned(),
+        format!("ssl.keystore.location={}", k.tls_file("client.pem").display()),
+        "sasl.mechanism=SCRAM-SHA-512".to_owned(),
+        format!(
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"{user}\" password=\"${{file:{}:password}}\";",
+            secrets.display()
+        ),
+    ]
+    .join(",")
+}
+
+/// Asserts that no file of the image holds `password` or the client's private key (a line
+/// of its PEM text, or bytes of its DER).
+fn assert_image_has_no_secret(k: &Cluster, img: &std::path::Path, password: &str) {
+    assert_eq!(
+        image_contains(img, password.as_bytes()),
+        None,
+        "the password is in the image"
+    );
+    let (lines, der) = pem_body(&k.tls_file("client.key"));
+    assert!(
+        der.len() > 600,
+        "DER of the client key: {} bytes",
+        der.len()
+    );
+    for l in &lines[1..lines.len() - 1] {
+        assert_eq!(
+            image_contains(img, l.as_bytes()),
+            None,
+            "a PEM line of the key is in the image"
+        );
+    }
+    for at in [der.len() / 4, der.len() / 2, 3 * der.len() / 4] {
+        assert_eq!(
+            image_contains(img, &der[at..at + 32]),
+            None,
+            "DER bytes of the key at {at} are in the image"
+        );
+    }
+}
+
+/// Produces `<instance>:<seq>` records (keys `k<seq % 64>`, the stream `check_stream` reads)
+/// through the PLAINTEXT listener.
+fn produce_stream(k: &Cluster, topic: &str, seqs: std::ops::Range<u64>) {
+    let p = Producer::new(producer_config(&k.plaintext(), &[])).unwrap();
+    let reports: Vec<_> = seqs
+        .map(|i| {
+            let key = format!("k{}", i % 64);
+            let value = format!("a:{i}");
+            p.send(
+                ProducerRecord::new(topic)
+                    .key(key.as_bytes())
+                    .value(value.as_bytes()),
+            )
+            .unwrap()
+        })
+        .collect();
+    for r in reports {
+        r.wait().unwrap();
+    }
+    p.close(Duration::from_secs(10)).unwrap();
+}
+
+/// The consumer under CRIU over SASL_SSL: checkpointed while it consumes (it commits, leaves
+/// its group and disconnects), its password rotated while it is an image; the restored copy
+/// authenticates with the new one, rejoins and goes on from its commits: every record processed
+/// exactly once. The image holds neither the password nor the client's private key.
+#[test]
+fn consumer_checkpoint_over_sasl_ssl_rotates_its_password_and_keeps_no_secret_in_the_image() {
+    let k = kafka();
+    let topic = "criu-consumer-sasl-ssl";
+    k.create_topic(topic, 2, 1);
+    let dir = TempDir::new("consumer-sasl-criu");
+    let img = dir.join("image");
+    let stop = dir.join("stop");
+    let secrets = dir.join("secrets.properties");
+    let user = "svc-consumer";
+    let old = random_hex(16);
+    k.set_scram_password(user, "SCRAM-SHA-512", &old);
+    std::fs::write(&secrets, format!("password={old}\n")).unwrap();
+    wait_for_password(k, user, &old, "password-probe");
+    produce_stream(k, topic, 0..400);
+
+    let mut c = std::process::Command::new(CONSUMER);
+    c.env("CRAC_CRIU", crac_tests::process::criu())
+        .env("CRAC_CHECKPOINT_TO", &img)
+        .env_remove("CRAC_CHECKPOINT_MODE")
+        .env_remove("CRAC_ENGINE")
+        .env(
+            "SVC_BOOTSTRAP",
+            &k.access("SASL_SSL", Some("SCRAM-SHA-512")).bootstrap,
+        )
+        .env("SVC_TOPIC", topic)
+        .env("SVC_GROUP", "criu-sasl-group")
+        .env("SVC_STOP_FILE", &stop)
+        .env(
+            "SVC_PROPS",
+            format!(
+                "heartbeat.interval.ms=1000,{}",
+                sasl_ssl_props(k, &secrets, user)
+            ),
+        );
+    let mut s = Proc::spawn("consumer", &mut c);
+    let pid = s.pid();
+    let deadline = Instant::now() + T;
+    while s
+        .transcript()
+        .lines()
+        .filter(|l| l.starts_with("rec "))
+        .count()
+        < 400
+    {
+        assert!(Instant::now() < deadline, "{}", s.transcript());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, text) = crac_checkpoint(CRAC, pid);
+    assert_eq!(code, 0, "{text}");
+    assert!(!s.wait(T).success(), "the process stops at the dump");
+    assert_image_has_no_secret(k, &img, &old);
+
+    let new = random_hex(16);
+    k.set_scram_password(user, "SCRAM-SHA-512", &new);
+    std::fs::write(&secrets, format!("password={new}\n")).unwrap();
+    wait_for_password(k, user, &new, "password-probe");
+    produce_stream(k, topic, 400..700);
+
+    let mut r = Proc::spawn(
+        "restored consumer",
+        &mut crac_command(CRAC, &["restore", img.to_str().unwrap()]),
+    );
+    r.expect("restored ", T);
+    let deadline = Instant::now() + T;
+    let count = |p: &Proc| {
+        p.transcript()
+            .lines()
+            .filter(|l| l.starts_with("rec "))
+            .count()
+    };
+    while count(&s) + count(&r) < 700 {
+        assert!(Instant::now() < deadline, "{}", r.transcript());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(&stop, "").unwrap();
+    r.expect("done ", T);
+    assert!(r.wait(T).success(), "{}", r.transcript());
+    let records: Vec<crac_tests::kafka::ConsumedRecord> = [s.transcript(), r.transcript()]
+        .iter()
+        .flat_map(|t| {
+            t.lines()
+                .filter(|l| l.starts_with("rec "))
+                .map(|l| crac_tests::kafka::ConsumedRecord {
+                    partition: must(l, "p").parse().unwrap(),
+                    offset: must(l, "o").parse().unwrap(),
+                    timestamp: 0,
+                    key: crac_tests::process::field(l, "k").map(str::to_owned),
+                    value: crac_tests::process::field(l, "v").map(str::to_owned),
+                    headers: Vec::new(),
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let expected: std::collections::BTreeMap<String, std::ops::Range<u64>> =
+        [("a".to_owned(), 0..700)].into_iter().collect();
+    let (rep, _) = check_stream(&records, &expected);
+    assert!(rep.is_clean(), "{rep}");
+    assert_eq!(rep.read, 700, "{rep}");
+    for l in r.transcript().lines() {
+        assert!(
+            !l.starts_with("commit_error") && !l.starts_with("poll_error"),
+            "`{l}`"
+        );
+    }
 }
 
 /// Waits until the broker accepts `password` for `user` (a SCRAM update is applied a moment

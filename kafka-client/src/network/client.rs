@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::connection::{BrokerConnection, ConnectParams};
+use super::reauth::{Reauth, ReauthParams};
 use super::{Event, NetworkError};
 use std::sync::Arc;
 
@@ -94,6 +95,10 @@ struct Node<T> {
     failures: u32,
     next_attempt: Option<Instant>,
     in_flight: VecDeque<InFlight<T>>,
+    /// When the connection's SASL session should be renewed (KIP-368): sends stop then, and
+    /// the re-authentication starts once nothing is in flight.
+    reauth_at: Option<Instant>,
+    reauth: Option<Reauth>,
 }
 
 /// What an event amounted to.
@@ -189,6 +194,8 @@ impl<T> NetworkClient<T> {
                 failures: 0,
                 next_attempt: None,
                 in_flight: VecDeque::new(),
+                reauth_at: None,
+                reauth: None,
             },
         );
         lost
@@ -220,9 +227,12 @@ impl<T> NetworkClient<T> {
 
     /// Whether a request can be sent to the node now (connected, under the in-flight limit).
     pub fn is_ready(&self, node_id: i32) -> bool {
-        self.nodes
-            .get(&node_id)
-            .is_some_and(|n| n.conn.is_some() && n.in_flight.len() < self.config.max_in_flight)
+        self.nodes.get(&node_id).is_some_and(|n| {
+            n.conn.is_some()
+                && n.in_flight.len() < self.config.max_in_flight
+                && n.reauth.is_none()
+                && n.reauth_at.is_none_or(|t| Instant::now() < t)
+        })
     }
 
     /// Requests in flight to the node.
@@ -320,8 +330,11 @@ impl<T> NetworkClient<T> {
     }
 
     /// Collects finished connection attempts: `(node, Ok)` for a new connection, `(node,
-    /// Err)` for a failure (the node then backs off).
+    /// Err)` for a failure (the node then backs off). Also moves re-authentications along:
+    /// starts those that are due, and a failed one closes its connection and is reported
+    /// like a failed attempt.
     pub fn poll_connects(&mut self) -> Vec<(i32, Result<(), NetworkError>)> {
+        let mut out = self.poll_reauth(Instant::now());
         let mut i = 0;
         while i < self.orphans.len() {
             if self.orphans[i].thread.is_finished() {
@@ -336,7 +349,6 @@ impl<T> NetworkClient<T> {
             .filter(|(_, n)| n.connecting.is_some())
             .map(|(id, _)| *id)
             .collect();
-        let mut out = Vec::new();
         for node_id in connecting {
             // The result says the attempt is over, not the thread's end: the thread sends the
             // result, then the wakeup, and may not have returned when the wakeup is handled.
@@ -355,6 +367,7 @@ impl<T> NetworkClient<T> {
                 }
             };
             let backoff = self.backoff(node_id);
+            let seed = self.seed;
             let node = self.nodes.get_mut(&node_id).expect("listed above");
             let a = node.connecting.take().expect("listed above");
             // It ends right after sending; joining only reaps it.
@@ -362,6 +375,9 @@ impl<T> NetworkClient<T> {
             match result {
                 Ok(conn) => {
                     tracing::info!(node_id, addr = %conn.addr, "connected to broker");
+                    node.reauth_at = conn
+                        .session_lifetime
+                        .map(|l| Instant::now() + renew_after(seed, l));
                     node.conn = Some(conn);
                     node.failures = 0;
                     node.next_attempt = None;
@@ -378,6 +394,70 @@ impl<T> NetworkClient<T> {
                     node.next_attempt = Some(Instant::now() + backoff);
                     tracing::warn!(node_id, target = %a.target, error = %e, backoff_ms = backoff.as_millis() as u64, "connection to broker failed");
                     out.push((node_id, Err(e)));
+                }
+            }
+        }
+        out
+    }
+
+    /// Starts the re-authentications that are due on idle connections and collects those
+    /// that ended.
+    fn poll_reauth(&mut self, now: Instant) -> Vec<(i32, Result<(), NetworkError>)> {
+        let mut out = Vec::new();
+        let ids: Vec<i32> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| {
+                n.conn.is_some() && (n.reauth.is_some() || n.reauth_at.is_some_and(|t| now >= t))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        let seed = self.seed;
+        for id in ids {
+            let node = self.nodes.get_mut(&id).expect("listed above");
+            if let Some(task) = node.reauth.as_mut() {
+                let Some(result) = task.poll() else {
+                    continue;
+                };
+                node.reauth = None;
+                match result {
+                    Ok(lifetime) => {
+                        node.reauth_at = lifetime.map(|l| now + renew_after(seed, l));
+                    }
+                    Err(e) => {
+                        tracing::warn!(node_id = id, error = %e, "re-authentication failed; reconnecting");
+                        let lost = self.disconnect(id, &e.to_string());
+                        debug_assert!(
+                            lost.is_empty(),
+                            "nothing is in flight during a re-authentication"
+                        );
+                        out.push((id, Err(e)));
+                    }
+                }
+                continue;
+            }
+            if !node.in_flight.is_empty() {
+                continue; // the last answers first
+            }
+            let conn = node.conn.as_ref().expect("listed above");
+            let params = conn.writer().map(|writer| ReauthParams {
+                node_id: id,
+                addr: conn.addr,
+                writer,
+                versions: conn.versions.clone(),
+                client_id: self.config.client_id.clone(),
+                security: self.config.security.clone(),
+                timeout: self.config.request_timeout,
+                events: self.events.clone(),
+            });
+            match params.and_then(Reauth::start) {
+                Ok(task) => {
+                    tracing::debug!(node_id = id, "re-authenticating (KIP-368)");
+                    node.reauth = Some(task);
+                }
+                Err(e) => {
+                    let reason = format!("cannot start the re-authentication: {e}");
+                    let _ = self.disconnect(id, &reason);
                 }
             }
         }
@@ -528,6 +608,10 @@ impl<T> NetworkClient<T> {
                 if node.conn.as_ref().map(|c| c.conn_id) != Some(conn_id) {
                     return None; // a late frame from a connection already closed
                 }
+                if let Some(task) = node.reauth.as_ref() {
+                    task.deliver(body);
+                    return None;
+                }
                 // Kafka answers the requests of one connection in order.
                 let expected = node.in_flight.front().map(|f| f.correlation_id);
                 if expected != Some(correlation_id) {
@@ -581,6 +665,10 @@ impl<T> NetworkClient<T> {
         if let Some(conn) = node.conn.take() {
             tracing::info!(node_id, addr = %conn.addr, in_flight = node.in_flight.len(), reason, "disconnected from broker");
             conn.close();
+            node.reauth_at = None;
+            if let Some(task) = node.reauth.take() {
+                task.abandon();
+            }
             node.next_attempt = Some(Instant::now() + backoff.min(self.config.reconnect_backoff));
         }
         node.in_flight.drain(..).map(|f| f.context).collect()
@@ -639,11 +727,20 @@ impl<T> NetworkClient<T> {
         lost
     }
 
-    /// The earliest instant something needs attention: an in-flight deadline.
+    /// The earliest instant something needs attention: an in-flight deadline, a session to
+    /// renew.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.nodes
             .values()
-            .filter_map(|n| n.in_flight.front().map(|f| f.deadline))
+            .filter_map(|n| {
+                let renew = n
+                    .reauth_at
+                    .filter(|_| n.conn.is_some() && n.reauth.is_none());
+                match (n.in_flight.front().map(|f| f.deadline), renew) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
             .min()
     }
 
@@ -679,6 +776,13 @@ impl<T> NetworkClient<T> {
             }
         }
     }
+}
+
+/// When to renew a session of `lifetime`: at 85-95% of it, as Java does (`seed` spreads the
+/// connections of many clients).
+fn renew_after(seed: u64, lifetime: Duration) -> Duration {
+    let spread = (seed % 1000) as f64 / 1000.0;
+    lifetime.mul_f64(0.85 + 0.10 * spread)
 }
 
 /// Resolves `host:port` now.

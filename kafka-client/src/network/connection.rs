@@ -65,7 +65,7 @@ impl BrokerConnection {
     /// (ApiVersions v4 down to what the broker supports), authenticates, then starts the
     /// reader thread. The secrets this needs are resolved here and wiped before it returns.
     pub(crate) fn open(p: ConnectParams<'_>) -> Result<Self, NetworkError> {
-        let resolved = p.security.resolve().map_err(NetworkError::Security)?;
+        let resolved = p.security.resolve()?;
         let mut last_err = None;
         let mut stream = None;
         for addr in p.addrs {
@@ -154,6 +154,12 @@ impl BrokerConnection {
             versions,
             session_lifetime,
         })
+    }
+
+    /// A second handle on the write side (for a re-authentication running on a helper thread
+    /// while this connection stays with its owner).
+    pub(crate) fn writer(&self) -> io::Result<FrameWriter> {
+        self.writer.try_clone()
     }
 
     /// Writes one complete frame.
@@ -327,10 +333,29 @@ fn tls_error(e: io::Error, addr: SocketAddr, host: &str) -> NetworkError {
     }
 }
 
+/// Where a SASL exchange sends its frames and reads the answers: the socket while a
+/// connection is set up, the open connection and its reader thread when it re-authenticates.
+pub(crate) trait FrameChannel {
+    /// Writes one complete frame.
+    fn send(&mut self, frame: &[u8]) -> io::Result<()>;
+    /// The next response frame (body after the size).
+    fn recv(&mut self) -> io::Result<Vec<u8>>;
+}
+
+impl FrameChannel for Setup {
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        self.write_all(frame)
+    }
+
+    fn recv(&mut self) -> io::Result<Vec<u8>> {
+        read_frame(self)
+    }
+}
+
 /// SaslHandshake, then SaslAuthenticate rounds until the mechanism is satisfied. Returns the
 /// session lifetime the broker set (KIP-368). Every frame that carried a secret is wiped.
-fn authenticate(
-    stream: &mut Setup,
+pub(crate) fn authenticate(
+    stream: &mut impl FrameChannel,
     addr: SocketAddr,
     client_id: &str,
     versions: &ApiVersionsTable,
@@ -349,14 +374,14 @@ fn authenticate(
         mechanism: mechanism.name().to_owned(),
     };
     stream
-        .write_all(&encode_frame(
+        .send(&encode_frame(
             &handshake,
             1,
             correlation_id,
             Some(client_id),
         ))
         .map_err(io_err)?;
-    let body = read_frame(stream).map_err(io_err)?;
+    let body = stream.recv().map_err(io_err)?;
     let resp = decode_response::<SaslHandshakeRequest>(&body, 1, correlation_id).map_err(|e| {
         NetworkError::Decode {
             addr,
@@ -400,8 +425,8 @@ fn authenticate(
             correlation_id,
             Some(client_id),
         ));
-        stream.write_all(&frame).map_err(io_err)?;
-        let body = Zeroizing::new(read_frame(stream).map_err(io_err)?);
+        stream.send(&frame).map_err(io_err)?;
+        let body = Zeroizing::new(stream.recv().map_err(io_err)?);
         let resp = decode_response::<SaslAuthenticateRequest<'_>>(&body, version, correlation_id)
             .map_err(|e| NetworkError::Decode {
             addr,

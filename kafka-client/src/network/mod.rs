@@ -9,6 +9,7 @@ pub mod client;
 pub mod connection;
 pub mod metadata;
 pub mod net;
+pub(crate) mod reauth;
 pub mod security;
 pub(crate) mod transport;
 

@@ -117,6 +117,17 @@ impl std::fmt::Debug for FrameWriter {
 }
 
 impl FrameWriter {
+    /// Another handle on the same connection's write side.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(match self {
+            FrameWriter::Plain(s) => FrameWriter::Plain(s.try_clone()?),
+            FrameWriter::Tls { shared, .. } => FrameWriter::Tls {
+                shared: shared.clone(),
+                out: Vec::new(),
+            },
+        })
+    }
+
     /// Writes one complete frame.
     pub fn write_frame(&mut self, frame: &[u8]) -> io::Result<()> {
         match self {

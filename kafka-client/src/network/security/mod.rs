@@ -352,29 +352,36 @@ impl SecurityConfig {
         } else {
             None
         };
-        let sasl = match (self.protocol.sasl(), self.sasl_mechanism) {
-            (true, Some(m)) => {
-                let module = match &self.sasl_jaas_config {
-                    Some(text) => {
-                        let text = self.resolve_value("sasl.jaas.config", text.expose())?;
-                        Some(jaas::parse(&text).map_err(|reason| SecurityError {
-                            key: "sasl.jaas.config",
-                            reason,
-                        })?)
-                    }
-                    None => None,
-                };
-                let creds =
-                    sasl::Credentials::from_jaas(m, module.as_ref(), self.token_provider.as_ref())
-                        .map_err(|reason| SecurityError {
-                            key: "sasl.jaas.config",
-                            reason,
-                        })?;
-                Some((m, creds))
-            }
-            _ => None,
+        Ok(Resolved {
+            tls,
+            sasl: self.resolve_sasl()?,
+        })
+    }
+
+    /// The SASL credentials for one authentication (a connection's first, or a
+    /// re-authentication), if the protocol uses SASL.
+    pub(crate) fn resolve_sasl(
+        &self,
+    ) -> Result<Option<(SaslMechanism, sasl::Credentials)>, SecurityError> {
+        let (true, Some(m)) = (self.protocol.sasl(), self.sasl_mechanism) else {
+            return Ok(None);
         };
-        Ok(Resolved { tls, sasl })
+        let module = match &self.sasl_jaas_config {
+            Some(text) => {
+                let text = self.resolve_value("sasl.jaas.config", text.expose())?;
+                Some(jaas::parse(&text).map_err(|reason| SecurityError {
+                    key: "sasl.jaas.config",
+                    reason,
+                })?)
+            }
+            None => None,
+        };
+        let creds = sasl::Credentials::from_jaas(m, module.as_ref(), self.token_provider.as_ref())
+            .map_err(|reason| SecurityError {
+                key: "sasl.jaas.config",
+                reason,
+            })?;
+        Ok(Some((m, creds)))
     }
 
     /// A value with its provider references resolved; the error names `key`.
