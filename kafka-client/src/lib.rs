@@ -30,6 +30,7 @@ pub use consumer::{
     ConsumerRebalanceListener, ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TopicPartition,
 };
 pub use error::{ProduceError, TimeoutError};
+pub use network::security::{OAuthBearerToken, OAuthBearerTokenProvider};
 pub use producer::checkpoint_error::CheckpointDrainError;
 pub use producer::{
     Acks, ConfigError, DeliveryFuture, Producer, ProducerConfig, ProducerMetrics, ProducerRecord,

@@ -199,6 +199,85 @@ fn sasl_ssl_oauthbearer_round_trip_with_java() {
     round_trip(k, &k.access("SASL_SSL", Some("OAUTHBEARER")), "over-oauth");
 }
 
+/// An application's token provider for OAUTHBEARER (here it makes the unsecured JWS the
+/// broker's test validator accepts): asked for a token each time a connection authenticates.
+#[derive(Debug, Default)]
+struct Tokens(std::sync::atomic::AtomicUsize);
+
+impl kafka_client::OAuthBearerTokenProvider for Tokens {
+    fn token(&self) -> Result<kafka_client::OAuthBearerToken, String> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let b64 = |s: &str| {
+            let out = std::process::Command::new("openssl")
+                .args(["base64", "-A"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .and_then(|mut c| {
+                    std::io::Write::write_all(c.stdin.as_mut().unwrap(), s.as_bytes())?;
+                    c.wait_with_output()
+                })
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .trim_end_matches('=')
+                    .replace('+', "-")
+                    .replace('/', "_"),
+            )
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let claims = format!(r#"{{"sub":"app","iat":{now},"exp":{}}}"#, now + 600);
+        let token = format!("{}.{}.", b64(r#"{"alg":"none"}"#)?, b64(&claims)?);
+        Ok(kafka_client::OAuthBearerToken {
+            value: token.into(),
+            extensions: Vec::new(),
+        })
+    }
+}
+
+#[test]
+fn oauthbearer_tokens_from_the_application() {
+    let k = kafka();
+    let topic = "over-oauth-provider";
+    k.create_topic(topic, 1, 1);
+    let tokens = std::sync::Arc::new(Tokens::default());
+    let mut props = k.access("SASL_SSL", Some("OAUTHBEARER")).properties();
+    props.retain(|(key, _)| key != "sasl.jaas.config");
+    props.push(("crac.register".into(), "false".into()));
+    let config = ProducerConfig::from_properties(props.clone())
+        .map(|c| c.oauthbearer_token_provider(tokens.clone()));
+    // Without a provider the JAAS entry is required; with one it is not.
+    assert!(
+        config.is_err(),
+        "sasl.jaas.config required without a provider"
+    );
+    let mut config = ProducerConfig::new(&props[0].1)
+        .unwrap()
+        .oauthbearer_token_provider(tokens.clone());
+    for (key, v) in &props[1..] {
+        config.set(key, v).unwrap();
+    }
+    let producer = Producer::new(config).unwrap();
+    producer
+        .send(ProducerRecord::new(topic).value(b"with a token"))
+        .unwrap()
+        .wait()
+        .unwrap();
+    producer.close(Duration::from_secs(5)).unwrap();
+    assert!(tokens.0.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    let got = k.consume_all_via(
+        &k.access("SASL_SSL", Some("PLAIN")),
+        topic,
+        1,
+        Duration::from_secs(30),
+    );
+    assert_eq!(got[0].value.as_deref(), Some("with a token"));
+}
+
 /// KIP-368: the SASL_PLAINTEXT listener limits sessions to 4 s. A producer and a consumer
 /// that run for 12 s re-authenticate on their connections before each session ends (a broker
 /// closes a connection whose session expired): no connection is lost, every record arrives.
@@ -491,9 +570,7 @@ fn producer_checkpoint_over_sasl_ssl_rotates_its_password_and_keeps_no_secret_in
     let img = dir.join("image");
     let secrets = dir.join("secrets.properties");
     let user = "svc-producer";
-    let old = random_hex(16);
-    k.set_scram_password(user, "SCRAM-SHA-512", &old);
-    std::fs::write(&secrets, format!("password={old}\n")).unwrap();
+    let old = set_password(k, user, &secrets);
 
     let mut s = secure_service(k, topic, &img, &secrets, user, &[]);
     let pid = s.pid();
@@ -507,10 +584,7 @@ fn producer_checkpoint_over_sasl_ssl_rotates_its_password_and_keeps_no_secret_in
     assert_image_has_no_secret(k, &img, &old);
 
     // Rotated while frozen: the broker knows only the new password, the file holds it.
-    let new = random_hex(16);
-    k.set_scram_password(user, "SCRAM-SHA-512", &new);
-    std::fs::write(&secrets, format!("password={new}\n")).unwrap();
-    wait_for_password(k, user, &new, "password-probe");
+    set_password(k, user, &secrets);
 
     let mut r = Proc::spawn(
         "restore",
@@ -622,10 +696,7 @@ fn consumer_checkpoint_over_sasl_ssl_rotates_its_password_and_keeps_no_secret_in
     let stop = dir.join("stop");
     let secrets = dir.join("secrets.properties");
     let user = "svc-consumer";
-    let old = random_hex(16);
-    k.set_scram_password(user, "SCRAM-SHA-512", &old);
-    std::fs::write(&secrets, format!("password={old}\n")).unwrap();
-    wait_for_password(k, user, &old, "password-probe");
+    let old = set_password(k, user, &secrets);
     produce_stream(k, topic, 0..400);
 
     let mut c = std::process::Command::new(CONSUMER);
@@ -665,10 +736,7 @@ fn consumer_checkpoint_over_sasl_ssl_rotates_its_password_and_keeps_no_secret_in
     assert!(!s.wait(T).success(), "the process stops at the dump");
     assert_image_has_no_secret(k, &img, &old);
 
-    let new = random_hex(16);
-    k.set_scram_password(user, "SCRAM-SHA-512", &new);
-    std::fs::write(&secrets, format!("password={new}\n")).unwrap();
-    wait_for_password(k, user, &new, "password-probe");
+    set_password(k, user, &secrets);
     produce_stream(k, topic, 400..700);
 
     let mut r = Proc::spawn(
@@ -719,6 +787,17 @@ fn consumer_checkpoint_over_sasl_ssl_rotates_its_password_and_keeps_no_secret_in
     }
 }
 
+/// Gives `user` a new random SCRAM-SHA-512 password, on the broker and in `secrets` (a
+/// properties file the client reads with `${file:…:password}`), and waits until the broker
+/// takes it. Returns the password.
+fn set_password(k: &Cluster, user: &str, secrets: &std::path::Path) -> String {
+    let password = random_hex(16);
+    k.set_scram_password(user, "SCRAM-SHA-512", &password);
+    std::fs::write(secrets, format!("password={password}\n")).unwrap();
+    wait_for_password(k, user, &password, "password-probe");
+    password
+}
+
 /// Waits until the broker accepts `password` for `user` (a SCRAM update is applied a moment
 /// after the controller commits it).
 fn wait_for_password(k: &Cluster, user: &str, password: &str, topic: &str) {
@@ -759,10 +838,7 @@ fn two_clones_over_tls_never_share_a_client_random() {
     let keylog = dir.join("keylog");
     let secrets = dir.join("secrets.properties");
     let user = "svc-clones";
-    let pw = random_hex(16);
-    k.set_scram_password(user, "SCRAM-SHA-512", &pw);
-    std::fs::write(&secrets, format!("password={pw}\n")).unwrap();
-    wait_for_password(k, user, &pw, "password-probe");
+    set_password(k, user, &secrets);
     // SSLKEYLOGFILE is read by each new TLS configuration (one per connection): the original
     // and both clones append to the file.
     let mut s = secure_service(

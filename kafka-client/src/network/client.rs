@@ -733,9 +733,11 @@ impl<T> NetworkClient<T> {
         self.nodes
             .values()
             .filter_map(|n| {
+                // With requests in flight, their answers wake the owner; a renewal that is due
+                // waits for them (its deadline would only make the owner spin).
                 let renew = n
                     .reauth_at
-                    .filter(|_| n.conn.is_some() && n.reauth.is_none());
+                    .filter(|_| n.conn.is_some() && n.reauth.is_none() && n.in_flight.is_empty());
                 match (n.in_flight.front().map(|f| f.deadline), renew) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
