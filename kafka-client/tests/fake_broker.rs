@@ -11,64 +11,13 @@ use std::time::{Duration, Instant};
 use crac_api::Context;
 use kafka_client::protocol::ApiKey;
 use kafka_client::protocol::ErrorCode;
-use kafka_client::protocol::record::BatchWriter;
-use kafka_client::{Consumer, ConsumerError, Producer, ProducerRecord, TopicPartition};
+use kafka_client::{ConsumerError, ProducerRecord, TopicPartition};
 
 mod support;
+use support::clients::{
+    T, WAIT, consumer, fill, poll_n, producer, send, values, with_partition_error,
+};
 use support::fake_broker::{Action, FakeCluster, Req, Resp};
-
-const T: &str = "t";
-const WAIT: Duration = Duration::from_secs(10);
-
-fn producer(cluster: &FakeCluster, extra: &[(&str, &str)]) -> Producer {
-    let mut props = vec![
-        ("bootstrap.servers", cluster.bootstrap()),
-        ("crac.register", "false".into()),
-        ("linger.ms", "0".into()),
-        ("retry.backoff.ms", "20".into()),
-        ("reconnect.backoff.ms", "10".into()),
-        ("request.timeout.ms", "1000".into()),
-        ("delivery.timeout.ms", "5000".into()),
-    ];
-    for (k, v) in extra {
-        props.retain(|(key, _)| key != k);
-        props.push((k, v.to_string()));
-    }
-    Producer::from_properties(props).expect("producer config")
-}
-
-fn send(p: &Producer, partition: i32, value: &str) -> kafka_client::DeliveryFuture {
-    p.send(
-        ProducerRecord::new(T)
-            .partition(partition)
-            .value(value.as_bytes()),
-    )
-    .expect("send")
-}
-
-fn values(c: &FakeCluster, partition: i32) -> Vec<String> {
-    c.records(T, partition)
-        .into_iter()
-        .map(|v| String::from_utf8(v).unwrap())
-        .collect()
-}
-
-/// The model's Produce answer with `code` for `partition`.
-fn with_partition_error(resp: Resp, partition: i32, code: ErrorCode) -> Resp {
-    let Resp::Produce(mut r) = resp else {
-        panic!("not a produce response")
-    };
-    for t in &mut r.topics {
-        for p in &mut t.partitions {
-            if p.index == partition {
-                p.error_code = code;
-                p.base_offset = -1;
-                p.current_leader = None;
-            }
-        }
-    }
-    Resp::Produce(r)
-}
 
 // --- the fake broker itself ------------------------------------------------------------------
 
@@ -196,50 +145,6 @@ fn a_response_later_than_the_request_timeout_is_retried_and_written_once() {
 }
 
 // --- the consumer -------------------------------------------------------------------------------
-
-fn consumer(cluster: &FakeCluster, extra: &[(&str, &str)]) -> Consumer {
-    let mut props = vec![
-        ("bootstrap.servers", cluster.bootstrap()),
-        ("group.id", "g".into()),
-        ("crac.register", "false".into()),
-        ("enable.auto.commit", "false".into()),
-        ("auto.offset.reset", "earliest".into()),
-        ("retry.backoff.ms", "20".into()),
-        ("reconnect.backoff.ms", "10".into()),
-        ("fetch.max.wait.ms", "50".into()),
-        ("heartbeat.interval.ms", "100".into()),
-        ("session.timeout.ms", "3000".into()),
-        ("request.timeout.ms", "1000".into()),
-    ];
-    for (k, v) in extra {
-        props.retain(|(key, _)| key != k);
-        props.push((k, v.to_string()));
-    }
-    Consumer::from_properties(props).expect("consumer config")
-}
-
-fn fill(c: &FakeCluster, partition: i32, values: &[&str]) {
-    let mut w = BatchWriter::new(256, kafka_client::protocol::record::Compression::None);
-    for v in values {
-        w.append(1_700_000_000_000, None, Some(v.as_bytes()), &[]);
-    }
-    c.append(T, partition, w.seal(-1, -1, -1));
-}
-
-/// Polls until `n` records came, or an error.
-fn poll_n(consumer: &Consumer, n: usize) -> Result<Vec<String>, ConsumerError> {
-    let deadline = Instant::now() + WAIT;
-    let mut out = Vec::new();
-    while out.len() < n {
-        if Instant::now() > deadline {
-            panic!("only {out:?} within {WAIT:?}");
-        }
-        for r in consumer.poll(Duration::from_millis(50))?.iter() {
-            out.push(String::from_utf8(r.value.clone().unwrap()).unwrap());
-        }
-    }
-    Ok(out)
-}
 
 #[test]
 fn a_group_member_reads_and_commits_through_the_fake_broker() {

@@ -23,6 +23,7 @@ use super::net::{Net, RequestContext};
 use super::record::TopicPartition;
 use super::shared::{RebalanceStep, Shared, Subscription};
 use crate::network::{Completion, Event, NetworkClient};
+use crate::protocol::DecodeError;
 use crate::protocol::messages::MetadataRequest;
 use crate::protocol::messages::fetch::FetchRequest;
 use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
@@ -33,7 +34,6 @@ use crate::protocol::messages::list_offsets::ListOffsetsRequest;
 use crate::protocol::messages::offset_commit::OffsetCommitRequest;
 use crate::protocol::messages::offset_fetch::OffsetFetchRequest;
 use crate::protocol::messages::sync_group::SyncGroupRequest;
-use crate::protocol::{DecodeError, Request, decode_response};
 
 /// What the consumer's API asks of the network thread.
 #[derive(Debug)]
@@ -507,7 +507,7 @@ impl ConsumerNetworkThread {
                 body,
                 ..
             } => {
-                if let Err(m) = self.on_response(context, version, correlation_id, &body) {
+                if let Err(m) = self.on_response(node_id, context, version, correlation_id, &body) {
                     let Malformed { ctx, api, error: e } = *m;
                     tracing::warn!(node = node_id, api, error = %e, "malformed response; reconnecting");
                     let lost = self.net.client.disconnect(node_id, &e.to_string());
@@ -532,23 +532,25 @@ impl ConsumerNetworkThread {
     /// with its context (never a panic: `tests/consumer_fetch_fuzz.rs`).
     fn on_response(
         &mut self,
+        node: i32,
         ctx: RequestContext,
         version: i16,
         correlation_id: i32,
         body: &[u8],
     ) -> Result<(), Box<Malformed>> {
-        fn decode<R: Request>(
-            body: &[u8],
-            version: i16,
-            correlation_id: i32,
-        ) -> Result<R::Response, DecodeError> {
-            decode_response::<R>(body, version, correlation_id)
+        // Decodes and applies the response's throttle time to its connection.
+        macro_rules! decode {
+            ($r:ty) => {
+                self.net
+                    .client
+                    .decode::<$r>(node, body, version, correlation_id)
+            };
         }
         let shared = self.shared.clone();
         match ctx {
             RequestContext::Metadata => {
                 self.net.metadata_in_flight = false;
-                match decode::<MetadataRequest>(body, version, correlation_id) {
+                match decode!(MetadataRequest) {
                     Ok(resp) => {
                         let lost = self.net.apply_metadata(&resp, Instant::now());
                         self.dispatch_lost(lost, "broker left the metadata");
@@ -556,71 +558,54 @@ impl ConsumerNetworkThread {
                     Err(e) => return Err(malformed(RequestContext::Metadata, "Metadata", e)),
                 }
             }
-            RequestContext::Fetch(f) => match decode::<FetchRequest>(body, version, correlation_id)
-            {
+            RequestContext::Fetch(f) => match decode!(FetchRequest) {
                 Ok(resp) => self
                     .fetcher
                     .on_fetch(&mut self.net, f, version, resp, &shared),
                 Err(e) => return Err(malformed(RequestContext::Fetch(f), "Fetch", e)),
             },
-            RequestContext::ListOffsets(l) => {
-                match decode::<ListOffsetsRequest>(body, version, correlation_id) {
-                    Ok(resp) => self
-                        .fetcher
-                        .on_list_offsets(&mut self.net, l, resp, &shared),
-                    Err(e) => {
-                        return Err(malformed(RequestContext::ListOffsets(l), "ListOffsets", e));
-                    }
+            RequestContext::ListOffsets(l) => match decode!(ListOffsetsRequest) {
+                Ok(resp) => self
+                    .fetcher
+                    .on_list_offsets(&mut self.net, l, resp, &shared),
+                Err(e) => {
+                    return Err(malformed(RequestContext::ListOffsets(l), "ListOffsets", e));
                 }
-            }
-            RequestContext::FindCoordinator => {
-                match decode::<FindCoordinatorRequest>(body, version, correlation_id) {
-                    Ok(r) => self
-                        .coordinator
-                        .on_find_coordinator(&mut self.net, r, &shared),
-                    Err(e) => return Err(malformed(ctx, "FindCoordinator", e)),
-                }
-            }
-            RequestContext::JoinGroup => {
-                match decode::<JoinGroupRequest>(body, version, correlation_id) {
-                    Ok(r) => self.coordinator.on_join_group(&mut self.net, r, &shared),
-                    Err(e) => return Err(malformed(ctx, "JoinGroup", e)),
-                }
-            }
-            RequestContext::SyncGroup => {
-                match decode::<SyncGroupRequest>(body, version, correlation_id) {
-                    Ok(r) => self.coordinator.on_sync_group(&mut self.net, r, &shared),
-                    Err(e) => return Err(malformed(ctx, "SyncGroup", e)),
-                }
-            }
-            RequestContext::Heartbeat => {
-                match decode::<HeartbeatRequest>(body, version, correlation_id) {
-                    Ok(r) => self.coordinator.on_heartbeat(&mut self.net, r, &shared),
-                    Err(e) => return Err(malformed(ctx, "Heartbeat", e)),
-                }
-            }
-            RequestContext::LeaveGroup => {
-                match decode::<LeaveGroupRequest>(body, version, correlation_id) {
-                    Ok(r) => self.coordinator.on_leave_group(r, &shared),
-                    Err(e) => return Err(malformed(ctx, "LeaveGroup", e)),
-                }
-            }
-            RequestContext::OffsetCommit(id) => {
-                match decode::<OffsetCommitRequest>(body, version, correlation_id) {
-                    Ok(r) => self
-                        .coordinator
-                        .on_offset_commit(&mut self.net, id, r, &shared),
-                    Err(e) => return Err(malformed(ctx, "OffsetCommit", e)),
-                }
-            }
-            RequestContext::OffsetFetch(q) => {
-                match decode::<OffsetFetchRequest>(body, version, correlation_id) {
-                    Ok(r) => self
-                        .coordinator
-                        .on_offset_fetch(&mut self.net, q, r, &shared),
-                    Err(e) => return Err(malformed(ctx, "OffsetFetch", e)),
-                }
-            }
+            },
+            RequestContext::FindCoordinator => match decode!(FindCoordinatorRequest) {
+                Ok(r) => self
+                    .coordinator
+                    .on_find_coordinator(&mut self.net, r, &shared),
+                Err(e) => return Err(malformed(ctx, "FindCoordinator", e)),
+            },
+            RequestContext::JoinGroup => match decode!(JoinGroupRequest) {
+                Ok(r) => self.coordinator.on_join_group(&mut self.net, r, &shared),
+                Err(e) => return Err(malformed(ctx, "JoinGroup", e)),
+            },
+            RequestContext::SyncGroup => match decode!(SyncGroupRequest) {
+                Ok(r) => self.coordinator.on_sync_group(&mut self.net, r, &shared),
+                Err(e) => return Err(malformed(ctx, "SyncGroup", e)),
+            },
+            RequestContext::Heartbeat => match decode!(HeartbeatRequest) {
+                Ok(r) => self.coordinator.on_heartbeat(&mut self.net, r, &shared),
+                Err(e) => return Err(malformed(ctx, "Heartbeat", e)),
+            },
+            RequestContext::LeaveGroup => match decode!(LeaveGroupRequest) {
+                Ok(r) => self.coordinator.on_leave_group(r, &shared),
+                Err(e) => return Err(malformed(ctx, "LeaveGroup", e)),
+            },
+            RequestContext::OffsetCommit(id) => match decode!(OffsetCommitRequest) {
+                Ok(r) => self
+                    .coordinator
+                    .on_offset_commit(&mut self.net, id, r, &shared),
+                Err(e) => return Err(malformed(ctx, "OffsetCommit", e)),
+            },
+            RequestContext::OffsetFetch(q) => match decode!(OffsetFetchRequest) {
+                Ok(r) => self
+                    .coordinator
+                    .on_offset_fetch(&mut self.net, q, r, &shared),
+                Err(e) => return Err(malformed(ctx, "OffsetFetch", e)),
+            },
         }
         Ok(())
     }

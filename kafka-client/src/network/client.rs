@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use super::security::SecurityConfig;
 use crate::config::CommonConfig;
-use crate::protocol::{ApiKey, Request, encode_frame};
+use crate::protocol::{ApiKey, DecodeError, Request, Response, decode_response, encode_frame};
 
 /// Connection settings (Java's names in the docs).
 #[derive(Debug, Clone)]
@@ -99,6 +99,15 @@ struct Node<T> {
     /// the re-authentication starts once nothing is in flight.
     reauth_at: Option<Instant>,
     reauth: Option<Reauth>,
+    /// The broker asked for no request before this (KIP-219 throttling).
+    throttled_until: Option<Instant>,
+}
+
+impl<T> Node<T> {
+    fn throttled(&self) -> bool {
+        // The clock is read only while a throttle is set.
+        self.throttled_until.is_some_and(|t| Instant::now() < t)
+    }
 }
 
 /// What an event amounted to.
@@ -196,6 +205,7 @@ impl<T> NetworkClient<T> {
                 in_flight: VecDeque::new(),
                 reauth_at: None,
                 reauth: None,
+                throttled_until: None,
             },
         );
         lost
@@ -225,14 +235,58 @@ impl<T> NetworkClient<T> {
         self.nodes.get(&node_id).is_some_and(|n| n.conn.is_some())
     }
 
-    /// Whether a request can be sent to the node now (connected, under the in-flight limit).
+    /// Whether a request can be sent to the node now (connected, under the in-flight limit,
+    /// not throttled).
     pub fn is_ready(&self, node_id: i32) -> bool {
         self.nodes.get(&node_id).is_some_and(|n| {
             n.conn.is_some()
                 && n.in_flight.len() < self.config.max_in_flight
                 && n.reauth.is_none()
                 && n.reauth_at.is_none_or(|t| Instant::now() < t)
+                && !n.throttled()
         })
+    }
+
+    /// Holds requests to the node back for `throttle_ms` (a response's `throttle_time_ms`):
+    /// the broker answered a request over its quota at once and expects the client to wait,
+    /// as Java's `NetworkClient` does (KIP-219).
+    pub fn throttle(&mut self, node_id: i32, throttle_ms: i32, now: Instant) {
+        let Some(n) = self.nodes.get_mut(&node_id) else {
+            return;
+        };
+        let Ok(ms) = u64::try_from(throttle_ms) else {
+            return;
+        };
+        if ms == 0 {
+            return;
+        }
+        let until = now + Duration::from_millis(ms);
+        tracing::debug!(node_id, throttle_ms, "throttled by the broker");
+        n.throttled_until = Some(n.throttled_until.map_or(until, |t| t.max(until)));
+    }
+
+    /// Decodes a response to `R` from the node and applies its throttle time (for the versions
+    /// whose throttling is the client's job).
+    pub fn decode<R: Request>(
+        &mut self,
+        node_id: i32,
+        body: &[u8],
+        version: i16,
+        correlation_id: i32,
+    ) -> Result<R::Response, DecodeError> {
+        let resp = decode_response::<R>(body, version, correlation_id)?;
+        if version >= R::CLIENT_THROTTLES_FROM {
+            self.throttle(node_id, resp.throttle_time_ms(), Instant::now());
+        }
+        Ok(resp)
+    }
+
+    /// The contexts of every request in flight (the producer fails batches that expire while
+    /// their request is out).
+    pub fn in_flight_contexts_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.nodes
+            .values_mut()
+            .flat_map(|n| n.in_flight.iter_mut().map(|f| &mut f.context))
     }
 
     /// Requests in flight to the node.
@@ -541,7 +595,7 @@ impl<T> NetworkClient<T> {
             .get(&node_id)
             .ok_or(NetworkError::UnknownNode(node_id))?;
         let conn = node.conn.as_ref().ok_or(NetworkError::NotReady(node_id))?;
-        if node.in_flight.len() >= self.config.max_in_flight {
+        if node.in_flight.len() >= self.config.max_in_flight || node.throttled() {
             return Err(NetworkError::NotReady(node_id));
         }
         let version = conn
@@ -728,8 +782,9 @@ impl<T> NetworkClient<T> {
     }
 
     /// The earliest instant something needs attention: an in-flight deadline, a session to
-    /// renew.
+    /// renew, the end of a throttle.
     pub fn next_deadline(&self) -> Option<Instant> {
+        let throttles = self.nodes.values().filter_map(|n| n.throttled_until);
         self.nodes
             .values()
             .filter_map(|n| {
@@ -743,6 +798,7 @@ impl<T> NetworkClient<T> {
                     (a, b) => a.or(b),
                 }
             })
+            .chain(throttles.filter(|t| *t > Instant::now()))
             .min()
     }
 
@@ -774,6 +830,9 @@ impl<T> NetworkClient<T> {
                 f.deadline += by;
             }
             if let Some(t) = n.next_attempt.as_mut() {
+                *t += by;
+            }
+            if let Some(t) = n.throttled_until.as_mut() {
                 *t += by;
             }
         }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::delivery::{BatchCallbacks, BatchOutcome, BatchResult, DeliveryFuture};
+use super::idempotence::ProducerIdAndEpoch;
 use super::metrics::Counters;
 use super::partitioner::{StickyPartition, partition_for_key};
 use super::record::{ProducerRecord, RecordMetadata};
@@ -50,6 +51,14 @@ pub(crate) struct ProducerBatch {
     pub retry_at: Option<Instant>,
     /// Base sequence, once assigned (idempotence); kept across retries.
     pub sequence: Option<i32>,
+    /// The producer id and epoch sealed with `sequence`; kept across retries with it.
+    pub producer: Option<ProducerIdAndEpoch>,
+    /// An attempt went unanswered (connection lost, request timed out, response cut): the
+    /// broker may have written it. Sent again only with the same id, epoch and sequence.
+    pub unknown_outcome: bool,
+    /// Completed (acknowledged, failed, or expired while in flight): its memory is released
+    /// and a late answer only updates the sequence bookkeeping.
+    pub done: bool,
     pub last_error: Option<Arc<str>>,
     /// No more appends (drained at least once).
     pub closed: bool,
@@ -84,6 +93,7 @@ impl ProducerBatch {
     /// Completes every record of the batch (handles and callbacks). Runs user callbacks: call
     /// it without holding the accumulator lock.
     pub fn complete(&mut self, outcome: BatchOutcome) {
+        self.done = true;
         self.callbacks.complete(&self.result, &outcome);
         self.result.complete(outcome);
     }
@@ -498,6 +508,9 @@ impl RecordAccumulator {
                 attempts: 0,
                 retry_at: None,
                 sequence: None,
+                producer: None,
+                unknown_outcome: false,
+                done: false,
                 last_error: None,
                 closed: false,
             };
@@ -681,9 +694,59 @@ impl RecordAccumulator {
             for q in &mut tq.queues {
                 for b in q.iter_mut() {
                     b.sequence = None;
+                    b.producer = None;
                 }
             }
         }
+    }
+
+    /// Whether a queued batch of the partition has a sequence (a retry waiting).
+    pub fn has_queued_sequences(&self, topic: &str, partition: i32) -> bool {
+        let mut st = self.state.lock();
+        let Some(i) = st.find_topic(topic) else {
+            return false;
+        };
+        st.topics[i]
+            .queues
+            .get(usize::try_from(partition).unwrap_or(usize::MAX))
+            .is_some_and(|q| q.front().is_some_and(|b| b.sequence.is_some()))
+    }
+
+    /// The partition's sequences start again under a new epoch: its queued batches lose
+    /// theirs and get new ones when sent. With `fail_unknown`, those an earlier attempt of
+    /// which went unanswered are taken out and returned instead (the broker may have written
+    /// them before it lost the producer's state; sent under the new epoch they could be
+    /// written twice).
+    pub fn restart_sequences(
+        &self,
+        topic: &str,
+        partition: i32,
+        fail_unknown: bool,
+    ) -> Vec<ProducerBatch> {
+        let mut st = self.state.lock();
+        let Some(i) = st.find_topic(topic) else {
+            return Vec::new();
+        };
+        let Some(q) = st.topics[i]
+            .queues
+            .get_mut(usize::try_from(partition).unwrap_or(usize::MAX))
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut kept = VecDeque::with_capacity(q.len());
+        for mut b in q.drain(..) {
+            if b.sequence.is_some() && fail_unknown && b.unknown_outcome {
+                out.push(b);
+                continue;
+            }
+            b.sequence = None;
+            b.producer = None;
+            b.unknown_outcome = false;
+            kept.push_back(b);
+        }
+        *q = kept;
+        out
     }
 
     /// Releases a completed batch's memory and wakes flushes and blocked senders.
@@ -816,10 +879,36 @@ impl RecordAccumulator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const TS: i64 = 1_700_000_000_000;
+
+    /// A batch of `records` one-byte records, as the sender gets it from a drain.
+    pub(crate) fn batch(topic: &str, partition: i32, records: usize) -> ProducerBatch {
+        let mut writer = BatchWriter::new(1024, Compression::None);
+        for _ in 0..records {
+            writer.append(TS, None, Some(b"x"), &[]);
+        }
+        ProducerBatch {
+            id: 0,
+            topic: Arc::from(topic),
+            partition,
+            writer,
+            reserved: 0,
+            created: Instant::now(),
+            result: BatchResult::new(Arc::from(topic), partition),
+            callbacks: BatchCallbacks::default(),
+            attempts: 0,
+            retry_at: None,
+            sequence: None,
+            producer: None,
+            unknown_outcome: false,
+            done: true, // nobody waits for it
+            last_error: None,
+            closed: true,
+        }
+    }
 
     fn accumulator(batch_size: usize) -> RecordAccumulator {
         let acc = RecordAccumulator::new(

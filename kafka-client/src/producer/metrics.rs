@@ -16,6 +16,7 @@ pub(crate) struct Counters {
     pub buffer_used: AtomicU64,
     pub records_queued: AtomicU64,
     pub producer_id_resets: AtomicU64,
+    pub producer_epoch_bumps: AtomicU64,
     pub connects: AtomicU64,
     pub disconnects: AtomicU64,
     pub metadata_refreshes: AtomicU64,
@@ -35,6 +36,7 @@ impl Default for Counters {
             buffer_used: AtomicU64::new(0),
             records_queued: AtomicU64::new(0),
             producer_id_resets: AtomicU64::new(0),
+            producer_epoch_bumps: AtomicU64::new(0),
             connects: AtomicU64::new(0),
             disconnects: AtomicU64::new(0),
             metadata_refreshes: AtomicU64::new(0),
@@ -65,6 +67,7 @@ impl Counters {
             buffer_bytes_used: g(&self.buffer_used),
             records_queued: g(&self.records_queued),
             producer_id_resets: g(&self.producer_id_resets),
+            producer_epoch_bumps: g(&self.producer_epoch_bumps),
             connects: g(&self.connects),
             disconnects: g(&self.disconnects),
             metadata_refreshes: g(&self.metadata_refreshes),
@@ -96,8 +99,12 @@ pub struct ProducerMetrics {
     pub buffer_bytes_used: u64,
     /// Records accepted and not yet completed.
     pub records_queued: u64,
-    /// Times a fresh producer id was taken (sequence reset, restore).
+    /// Times a fresh producer id was taken after the first (a restore, an epoch at its
+    /// maximum).
     pub producer_id_resets: u64,
+    /// Times the producer epoch was bumped to restart sequence numbers (KIP-360: the broker
+    /// reported a gap or lost the producer's state, or a batch left unacknowledged).
+    pub producer_epoch_bumps: u64,
     /// Broker connections opened.
     pub connects: u64,
     /// Broker connections closed.

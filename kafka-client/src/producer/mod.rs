@@ -10,6 +10,7 @@ pub mod checkpoint_error {
 }
 pub mod config;
 pub mod delivery;
+mod idempotence;
 mod metrics;
 pub mod partitioner;
 mod record;

@@ -7,7 +7,6 @@
 //! touches the network happens here, a checkpoint is a command to this thread: drain, close
 //! every connection, wait; and a restore is another: re-bootstrap, new producer id, go on.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender as ChannelSender};
@@ -15,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::accumulator::{ProducerBatch, RecordAccumulator};
 use super::config::{Acks, ProducerConfig};
+use super::idempotence::{Idempotence, ProducerIdAndEpoch, ProducerIdState, Restart};
 use super::metrics::Counters;
 use crate::error::ProduceError;
 use crate::network::{Completion, Event, MetadataContext, Net, NetworkClient, NetworkError};
@@ -22,7 +22,7 @@ use crate::protocol::messages::{
     InitProducerIdRequest, MetadataRequest, ProduceRequest, ProduceResponse,
     produce::{PartitionProduceData, TopicProduceData},
 };
-use crate::protocol::{ApiKey, ErrorCode, decode_response, encode_frame};
+use crate::protocol::{ApiKey, ErrorCode, encode_frame};
 
 /// What the producer's API asks of the sender thread.
 #[derive(Debug)]
@@ -56,36 +56,6 @@ impl MetadataContext for RequestContext {
     }
 }
 
-/// Idempotence state of one partition.
-#[derive(Debug, Default)]
-struct PartitionSequence {
-    /// Sequence for the next new batch.
-    next: i32,
-    /// Sequence the broker expects next (everything before it is acknowledged).
-    acked_next: i32,
-    /// Sequence after the last batch sent.
-    sent_end: i32,
-    /// Batches in flight.
-    in_flight: usize,
-    /// Node they went to.
-    node: Option<i32>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum ProducerId {
-    /// Idempotence off.
-    Disabled,
-    /// A fresh id is needed (start, restore, after a reset once nothing is in flight).
-    Needed,
-    /// Reset requested: wait for in-flight produce requests, then `Needed`.
-    ResetPending,
-    Ready {
-        id: i64,
-        epoch: i16,
-    },
-    Fatal(Arc<str>),
-}
-
 #[derive(Debug)]
 enum Phase {
     Running,
@@ -108,10 +78,9 @@ pub(crate) struct Sender {
     commands: Receiver<Command>,
     counters: Arc<Counters>,
     wake_pending: Arc<AtomicBool>,
-    pid: ProducerId,
+    idem: Idempotence,
     pid_in_flight: bool,
     pid_retry_at: Option<Instant>,
-    sequences: HashMap<(Arc<str>, i32), PartitionSequence>,
     produce_in_flight: usize,
     phase: Phase,
     failed_at_close: usize,
@@ -120,14 +89,9 @@ pub(crate) struct Sender {
     security_error: Option<Arc<str>>,
 }
 
-/// How often queued batches are checked against `delivery.timeout.ms` (each check takes the
-/// accumulator's lock and walks every queue).
+/// How often batches are checked against `delivery.timeout.ms` (each check takes the
+/// accumulator's lock and walks every queue and request in flight).
 const EXPIRE_CHECK_INTERVAL: Duration = Duration::from_millis(10);
-
-fn next_sequence(seq: i32, count: usize) -> i32 {
-    // Sequences wrap to 0 after i32::MAX, as the broker expects.
-    ((seq as i64 + count as i64) % (i32::MAX as i64 + 1)) as i32
-}
 
 impl Sender {
     #[allow(clippy::too_many_arguments)]
@@ -141,11 +105,7 @@ impl Sender {
         wake_pending: Arc<AtomicBool>,
     ) -> Self {
         let net = Net::new(client, &config.common);
-        let pid = if config.enable_idempotence {
-            ProducerId::Needed
-        } else {
-            ProducerId::Disabled
-        };
+        let idem = Idempotence::new(config.enable_idempotence);
         Self {
             config,
             acc,
@@ -154,10 +114,9 @@ impl Sender {
             commands,
             counters,
             wake_pending,
-            pid,
+            idem,
             pid_in_flight: false,
             pid_retry_at: None,
-            sequences: HashMap::new(),
             produce_in_flight: 0,
             phase: Phase::Running,
             failed_at_close: 0,
@@ -186,6 +145,7 @@ impl Sender {
             self.ensure_bootstrap_nodes();
             self.maybe_update_metadata(now);
             self.maybe_init_producer_id(now);
+            self.resolve_sequences();
             if self.next_expire_check.is_none_or(|t| now >= t) {
                 self.expire(now);
                 self.next_expire_check = Some(now + EXPIRE_CHECK_INTERVAL);
@@ -294,11 +254,10 @@ impl Sender {
             // must not share a producer id.
             let lost = self.net.rebootstrap();
             self.requeue_lost(lost);
-            if self.pid != ProducerId::Disabled {
-                self.pid = ProducerId::Needed;
+            if self.idem.enabled() {
+                self.idem.clear();
                 self.pid_in_flight = false;
                 self.pid_retry_at = None;
-                self.sequences.clear();
                 self.acc.clear_sequences();
             }
             tracing::info!("restored: re-bootstrapping metadata and taking a new producer id");
@@ -345,12 +304,7 @@ impl Sender {
     }
 
     fn maybe_init_producer_id(&mut self, now: Instant) {
-        if self.pid == ProducerId::ResetPending && self.produce_in_flight == 0 {
-            self.sequences.clear();
-            self.acc.clear_sequences();
-            self.pid = ProducerId::Needed;
-        }
-        if self.pid != ProducerId::Needed
+        if self.idem.pid != ProducerIdState::Needed
             || self.pid_in_flight
             || !self.net.metadata.is_bootstrapped()
             || self.pid_retry_at.is_some_and(|t| now < t)
@@ -382,82 +336,116 @@ impl Sender {
     fn set_fatal(&mut self, why: String) {
         tracing::error!(error = %why, "producer failed fatally");
         let why: Arc<str> = Arc::from(why);
-        self.pid = ProducerId::Fatal(why.clone());
+        self.idem.pid = ProducerIdState::Fatal(why.clone());
         self.acc.close(Some(why.clone()));
         for b in self.acc.take_all() {
             self.fail(b, ProduceError::Fatal(why.clone()));
         }
     }
 
-    fn request_pid_reset(&mut self, why: &str) {
-        if matches!(self.pid, ProducerId::Ready { .. }) {
-            tracing::warn!(
-                reason = why,
-                "resetting the producer id (sequence numbers restart)"
-            );
-            Counters::add(&self.counters.producer_id_resets, 1);
-            self.pid = ProducerId::ResetPending;
+    /// Applies a requested epoch bump, then restarts the sequences of partitions whose turn
+    /// it is (see [`Idempotence`]); batches that cannot be sent again safely fail here.
+    fn resolve_sequences(&mut self) {
+        if let Some(state) = self.idem.maybe_bump() {
+            Counters::add(&self.counters.producer_epoch_bumps, 1);
+            match state {
+                ProducerIdState::Ready(p) => {
+                    tracing::info!(producer_id = p.id, epoch = p.epoch, "producer epoch bumped")
+                }
+                _ => tracing::info!("producer epoch at its maximum: taking a new producer id"),
+            }
+        }
+        let acc = &self.acc;
+        let restarts = self
+            .idem
+            .due_restarts(|t, p| acc.has_queued_sequences(t, p));
+        for (topic, partition, why) in restarts {
+            let unsafe_to_resend =
+                self.acc
+                    .restart_sequences(&topic, partition, why == Restart::StateLost);
+            for b in unsafe_to_resend {
+                tracing::warn!(%topic, partition, "batch not sent again under the new epoch: an earlier attempt went unanswered and the broker lost the producer's state");
+                let e = ProduceError::Broker {
+                    topic: b.topic.clone(),
+                    partition: b.partition,
+                    code: ErrorCode::UnknownProducerId,
+                    message: Some(Arc::from(
+                        "an earlier attempt of this batch went unanswered and the broker then lost the producer's state: it may have been written, so it is not sent again",
+                    )),
+                };
+                self.fail(b, e);
+            }
         }
     }
 
+    /// Fails batches older than `delivery.timeout.ms`: queued ones, and those in flight (as
+    /// Java's `Sender` does; a late answer only settles their sequence).
     fn expire(&mut self, now: Instant) {
-        for b in self.acc.expire(now, self.config.delivery_timeout) {
-            if b.sequence.is_some() {
-                // The broker saw this sequence or expects it: a gap would stall the partition.
-                self.request_pid_reset("a batch with a sequence number expired");
-            }
-            let e = ProduceError::DeliveryTimeout {
-                topic: b.topic.clone(),
-                partition: b.partition,
-                after: self.config.delivery_timeout,
-                last_error: b.last_error.clone().or_else(|| self.security_error.clone()),
-            };
+        let timeout = self.config.delivery_timeout;
+        for b in self.acc.expire(now, timeout) {
+            // The broker saw this sequence or expects it: the partition waits until it is
+            // known whether the broker has it.
+            self.idem.left_unacked(&b);
+            let e = self.delivery_timeout(&b);
             self.fail(b, e);
         }
+        let mut expired = Vec::new();
+        for ctx in self.net.client.in_flight_contexts_mut() {
+            let RequestContext::Produce(batches) = ctx else {
+                continue;
+            };
+            for b in batches.iter_mut() {
+                if !b.done && now >= b.created + timeout {
+                    expired.push(b.id);
+                    let n = b.record_count() as u64;
+                    let e = ProduceError::DeliveryTimeout {
+                        topic: b.topic.clone(),
+                        partition: b.partition,
+                        after: timeout,
+                        last_error: Some(Arc::from(
+                            "expired while its produce request was in flight",
+                        )),
+                    };
+                    b.complete(Err(e));
+                    Counters::add(&self.counters.records_failed, n);
+                    self.acc.deallocate(b);
+                }
+            }
+        }
+        if !expired.is_empty() {
+            tracing::warn!(
+                batches = expired.len(),
+                "batches in flight expired at delivery.timeout.ms"
+            );
+        }
     }
 
-    /// Whether a batch may go to `node` now without breaking per-partition order.
-    fn can_send(
-        sequences: &HashMap<(Arc<str>, i32), PartitionSequence>,
-        idempotent: bool,
-        batch: &ProducerBatch,
-        node: i32,
-    ) -> bool {
-        let Some(s) = sequences.get(&(batch.topic.clone(), batch.partition)) else {
-            return true;
-        };
-        if s.in_flight == 0 {
-            return true;
+    fn delivery_timeout(&self, b: &ProducerBatch) -> ProduceError {
+        ProduceError::DeliveryTimeout {
+            topic: b.topic.clone(),
+            partition: b.partition,
+            after: self.config.delivery_timeout,
+            last_error: b.last_error.clone().or_else(|| self.security_error.clone()),
         }
-        if !idempotent {
-            return true;
-        }
-        // A batch may join the ones in flight only on the same connection (which keeps order)
-        // and only as their direct successor: a retry whose predecessors are still out from
-        // an earlier attempt waits until they are back (failed behind it, most likely).
-        s.node == Some(node) && batch.sequence.is_none_or(|seq| seq == s.sent_end)
     }
 
     /// Drains and sends. Returns when the next batch becomes sendable, if known.
     fn send_produce(&mut self, now: Instant) -> Option<Instant> {
-        let idempotent = self.pid != ProducerId::Disabled;
-        let (pid, epoch) = match &self.pid {
-            ProducerId::Ready { id, epoch } => (*id, *epoch),
-            ProducerId::Disabled => (-1, -1),
-            _ => return None,
-        };
+        if self.idem.enabled() && self.idem.current().is_none() {
+            return None;
+        }
         if !self.net.metadata.is_bootstrapped() {
             return None;
         }
         let drained = {
             let cluster = self.net.metadata.cluster();
             let client = &self.net.client;
-            let sequences = &self.sequences;
+            let idem = &mut self.idem;
             self.acc.drain(
                 now,
                 |t, p| cluster.leader(t, p),
                 |n| client.is_ready(n),
-                |b, n| Self::can_send(sequences, idempotent, b, n),
+                |b, n| idem.can_send(b, n),
             )
         };
         if drained.unknown_leader {
@@ -468,28 +456,12 @@ impl Sender {
         }
         for (node, mut batches) in drained.batches {
             for b in &mut batches {
-                let seq = if idempotent {
-                    let s = self
-                        .sequences
-                        .entry((b.topic.clone(), b.partition))
-                        .or_default();
-                    let seq = match b.sequence {
-                        Some(seq) => seq,
-                        None => {
-                            let seq = s.next;
-                            s.next = next_sequence(seq, b.record_count());
-                            b.sequence = Some(seq);
-                            seq
-                        }
-                    };
-                    s.in_flight += 1;
-                    s.node = Some(node);
-                    s.sent_end = next_sequence(seq, b.record_count());
-                    seq
+                let (producer, seq) = if self.idem.enabled() {
+                    self.idem.assign(b, node)
                 } else {
-                    -1
+                    (ProducerIdAndEpoch { id: -1, epoch: -1 }, -1)
                 };
-                b.writer.seal(pid, epoch, seq);
+                b.writer.seal(producer.id, producer.epoch, seq);
                 b.attempts += 1;
             }
             self.send_batches(node, batches, now);
@@ -559,7 +531,7 @@ impl Sender {
                 Counters::add(&self.counters.bytes_sent, bytes as u64);
                 let mut done = Vec::with_capacity(batches.len());
                 for b in batches {
-                    self.release_sequence_slot(&b);
+                    self.idem.release(&b);
                     self.succeed(b, -1, -1, &mut done);
                 }
                 self.acc.deallocate_all(&done);
@@ -576,13 +548,16 @@ impl Sender {
         if let NetworkError::Version { .. } = e {
             self.set_fatal(e.to_string());
         }
-        self.requeue_batches(batches);
+        self.requeue_batches(batches, false);
         self.disconnect(node, &e.to_string());
     }
 
-    fn requeue_batches(&mut self, batches: Vec<ProducerBatch>) {
-        for b in batches {
-            self.release_sequence_slot(&b);
+    /// Batches of a request that got no answer: retried (or failed, if their time is up).
+    /// With `maybe_written`, the request reached the broker, which may have written them.
+    fn requeue_batches(&mut self, batches: Vec<ProducerBatch>, maybe_written: bool) {
+        for mut b in batches {
+            self.idem.release(&b);
+            b.unknown_outcome |= maybe_written;
             self.retry_or_fail(b, ErrorCode::NetworkException, None, Instant::now());
         }
     }
@@ -604,19 +579,13 @@ impl Sender {
             match ctx {
                 RequestContext::Produce(batches) => {
                     self.produce_in_flight = self.produce_in_flight.saturating_sub(1);
-                    self.requeue_batches(batches);
+                    self.requeue_batches(batches, true);
                 }
                 RequestContext::Metadata => self.net.metadata_lost(Instant::now()),
                 RequestContext::InitProducerId => {
                     self.pid_in_flight = false;
                 }
             }
-        }
-    }
-
-    fn release_sequence_slot(&mut self, b: &ProducerBatch) {
-        if let Some(s) = self.sequences.get_mut(&(b.topic.clone(), b.partition)) {
-            s.in_flight = s.in_flight.saturating_sub(1);
         }
     }
 
@@ -642,7 +611,12 @@ impl Sender {
             } => match context {
                 RequestContext::Metadata => {
                     self.net.metadata_in_flight = false;
-                    match decode_response::<MetadataRequest>(&body, version, correlation_id) {
+                    match self.net.client.decode::<MetadataRequest>(
+                        node_id,
+                        &body,
+                        version,
+                        correlation_id,
+                    ) {
                         Ok(resp) => self.apply_metadata(&resp),
                         Err(e) => {
                             tracing::warn!(node = node_id, error = %e, "malformed metadata response");
@@ -653,21 +627,29 @@ impl Sender {
                 }
                 RequestContext::InitProducerId => {
                     self.pid_in_flight = false;
-                    match decode_response::<InitProducerIdRequest>(&body, version, correlation_id) {
+                    match self.net.client.decode::<InitProducerIdRequest>(
+                        node_id,
+                        &body,
+                        version,
+                        correlation_id,
+                    ) {
                         Ok(r) if r.error_code.is_ok() => {
                             tracing::info!(
                                 producer_id = r.producer_id,
                                 epoch = r.producer_epoch,
                                 "producer id assigned"
                             );
-                            self.pid = ProducerId::Ready {
+                            self.idem.pid = ProducerIdState::Ready(ProducerIdAndEpoch {
                                 id: r.producer_id,
                                 epoch: r.producer_epoch,
-                            };
-                            self.counters
+                            });
+                            let previous = self
+                                .counters
                                 .producer_id
-                                .store(r.producer_id, Ordering::Relaxed);
-                            self.sequences.clear();
+                                .swap(r.producer_id, Ordering::Relaxed);
+                            if previous >= 0 {
+                                Counters::add(&self.counters.producer_id_resets, 1);
+                            }
                         }
                         Ok(r) if r.error_code.is_retriable() => {
                             tracing::info!(code = %r.error_code, "InitProducerId: retrying");
@@ -683,11 +665,16 @@ impl Sender {
                 }
                 RequestContext::Produce(batches) => {
                     self.produce_in_flight = self.produce_in_flight.saturating_sub(1);
-                    match decode_response::<ProduceRequest<'_>>(&body, version, correlation_id) {
+                    match self.net.client.decode::<ProduceRequest<'_>>(
+                        node_id,
+                        &body,
+                        version,
+                        correlation_id,
+                    ) {
                         Ok(resp) => self.apply_produce(batches, &resp),
                         Err(e) => {
                             tracing::warn!(node = node_id, error = %e, "malformed produce response");
-                            self.requeue_batches(batches);
+                            self.requeue_batches(batches, true);
                             self.disconnect(node_id, &e.to_string());
                         }
                     }
@@ -732,7 +719,7 @@ impl Sender {
         // The acknowledged batches give their memory back together, under one lock.
         let mut done = Vec::with_capacity(batches.len());
         for b in batches {
-            self.release_sequence_slot(&b);
+            self.idem.release(&b);
             let part = resp
                 .topics
                 .iter()
@@ -750,10 +737,11 @@ impl Sender {
             };
             match p.error_code {
                 ErrorCode::None | ErrorCode::DuplicateSequenceNumber => {
-                    if let Some(seq) = b.sequence {
-                        if let Some(s) = self.sequences.get_mut(&(b.topic.clone(), b.partition)) {
-                            s.acked_next = next_sequence(seq, b.record_count());
-                        }
+                    self.idem.acked(&b);
+                    if b.done {
+                        // Expired while in flight: its sequence is settled, nothing else.
+                        tracing::debug!(topic = %b.topic, partition = b.partition, "acknowledged after it expired");
+                        continue;
                     }
                     self.succeed(b, p.base_offset, p.log_append_time_ms, &mut done);
                 }
@@ -778,27 +766,19 @@ impl Sender {
         message: Option<&str>,
         now: Instant,
     ) {
-        let idempotent = matches!(
-            self.pid,
-            ProducerId::Ready { .. } | ProducerId::ResetPending
-        );
+        if b.done {
+            // Expired while in flight and already reported: not sent again.
+            self.idem.left_unacked(&b);
+            return;
+        }
+        let idempotent = b.sequence.is_some();
         let sequence_error = matches!(
             code,
             ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId
         );
         if sequence_error && idempotent {
-            let first_outstanding = self
-                .sequences
-                .get(&(b.topic.clone(), b.partition))
-                .is_none_or(|s| Some(s.acked_next) == b.sequence);
-            if code == ErrorCode::UnknownProducerId || first_outstanding {
-                // The broker lost this producer's state (e.g. the log was truncated or
-                // retention removed it): start over with a new id. Records are not written
-                // twice: the broker refused this batch.
-                self.request_pid_reset(code.name());
-            }
-            // Otherwise an earlier batch failed and this one was refused behind it: retry in
-            // order, without counting it against `retries`.
+            // Retried; whether the epoch moves on first is the bookkeeping's call.
+            self.idem.on_sequence_error(&b, code);
         }
         let retriable =
             code.is_retriable() || code.invalidates_metadata() || (sequence_error && idempotent);
@@ -813,28 +793,26 @@ impl Sender {
         b.last_error = Some(detail);
         if retriable && !expired && b.attempts <= self.config.retries {
             let shift = b.attempts.saturating_sub(1).min(16);
-            let backoff = (self.config.common.retry_backoff * 2u32.pow(shift)).min(
+            let backoff = (self
+                .config
+                .common
+                .retry_backoff
+                .saturating_mul(2u32.pow(shift)))
+            .min(
                 self.config
                     .common
                     .retry_backoff_max
                     .max(self.config.common.retry_backoff),
             );
-            b.retry_at = Some(now + backoff);
+            b.retry_at = now.checked_add(backoff);
             Counters::add(&self.counters.retries, 1);
             tracing::info!(topic = %b.topic, partition = b.partition, %code, attempt = b.attempts, backoff_ms = backoff.as_millis() as u64, "retrying batch");
             self.acc.reenqueue(b);
             return;
         }
-        if b.sequence.is_some() && idempotent {
-            self.request_pid_reset("a batch with a sequence number failed");
-        }
+        self.idem.left_unacked(&b);
         let e = if expired {
-            ProduceError::DeliveryTimeout {
-                topic: b.topic.clone(),
-                partition: b.partition,
-                after: self.config.delivery_timeout,
-                last_error: b.last_error.clone(),
-            }
+            self.delivery_timeout(&b)
         } else {
             ProduceError::Broker {
                 topic: b.topic.clone(),
@@ -863,6 +841,9 @@ impl Sender {
     }
 
     fn fail_at_close(&mut self, b: ProducerBatch, reason: &Arc<str>) {
+        if b.done {
+            return; // expired in flight: reported already
+        }
         self.failed_at_close += b.record_count();
         let e = ProduceError::Closed {
             reason: Some(reason.clone()),
@@ -870,7 +851,12 @@ impl Sender {
         self.fail(b, e);
     }
 
+    /// Completes a batch with an error and releases its memory (once: a batch that expired in
+    /// flight is done already).
     fn fail(&mut self, mut b: ProducerBatch, e: ProduceError) {
+        if b.done {
+            return;
+        }
         let n = b.record_count() as u64;
         b.complete(Err(e));
         Counters::add(&self.counters.records_failed, n);
@@ -967,7 +953,7 @@ impl Sender {
         if let Some(d) = self.net.client.next_deadline() {
             t = t.min(d.saturating_duration_since(now));
         }
-        if self.net.metadata.update_due(now) || self.pid == ProducerId::Needed {
+        if self.net.metadata.update_due(now) || self.idem.pid == ProducerIdState::Needed {
             t = t.min(
                 self.config
                     .common

@@ -32,6 +32,10 @@ pub trait Request {
     const FLEXIBLE_FROM: i16;
     /// The response to it.
     type Response: Response;
+    /// From this version on, a broker answers a request over quota at once with a throttle
+    /// time and the client holds back for that long (KIP-219); before it, the broker delays
+    /// the answer itself.
+    const CLIENT_THROTTLES_FROM: i16 = i16::MAX;
 
     /// Appends the body (without header) in `version`.
     fn encode(&self, version: i16, out: &mut Vec<u8>);
@@ -70,6 +74,11 @@ pub trait Request {
 pub trait Response: Sized {
     /// Decodes the body (after the header) in `version`. Must consume the whole body.
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError>;
+
+    /// `throttle_time_ms`, for the responses that carry one.
+    fn throttle_time_ms(&self) -> i32 {
+        0
+    }
 }
 
 /// Encodes a complete frame (4-byte size, header, body) for `request` in `version`.

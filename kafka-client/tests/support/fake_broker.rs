@@ -5,11 +5,12 @@
 //! ListOffsets and Fetch.
 //!
 //! A simple model answers by default: topics with a leader and a leader epoch per partition,
-//! logs that Produce appends to (with the broker's idempotence checks: a duplicate sequence is
-//! acknowledged without a second write, a gap is `OUT_OF_ORDER_SEQUENCE_NUMBER`, an unknown
-//! producer id `UNKNOWN_PRODUCER_ID`, InitProducerId with the current id and epoch bumps the
-//! epoch as KIP-360 does), Fetch and ListOffsets over those logs, and a one-member consumer
-//! group on node 0. A test's script overrides any request: [`FakeCluster::on`] gets each
+//! logs that Produce appends to (with the broker's idempotence checks, per partition: a
+//! duplicate sequence is acknowledged without a second write, a gap is
+//! `OUT_OF_ORDER_SEQUENCE_NUMBER`, an older epoch `INVALID_PRODUCER_EPOCH`, a newer one must
+//! start at sequence 0 (KIP-360's epoch bump), an id never handed out `UNKNOWN_PRODUCER_ID`;
+//! InitProducerId without a transactional id hands out a new id, as a real broker does), Fetch
+//! and ListOffsets over those logs, and a one-member consumer group on node 0. A test's script overrides any request: [`FakeCluster::on`] gets each
 //! matching request with the model's answer and returns what to do instead: reply with
 //! something else, delay, cut the response mid-frame, close the connection with the
 //! request in flight, or never answer. Every request is logged for assertions.
@@ -196,6 +197,9 @@ pub struct PartitionModel {
     /// Per producer id: epoch and the last batches' (first sequence, base offset), newest
     /// last; the sequence the next batch must have.
     producers: HashMap<i64, ProducerState>,
+    /// Errors the next Produce requests for this partition get, without writing anything
+    /// ([`FakeCluster::fail_produce`]).
+    pub produce_errors: std::collections::VecDeque<ErrorCode>,
 }
 
 #[derive(Debug, Default)]
@@ -323,6 +327,31 @@ impl FakeCluster {
             p.leader = leader;
             p.leader_epoch = epoch;
         });
+    }
+
+    /// The next `codes.len()` Produce requests for the partition are answered with these
+    /// errors, in order, and write nothing (unlike a script over the model's answer, which
+    /// has already written).
+    pub fn fail_produce(&self, topic: &str, partition: i32, codes: &[ErrorCode]) {
+        self.model(|m| {
+            let p = &mut m.topics.get_mut(topic).unwrap().1[partition as usize];
+            p.produce_errors.extend(codes.iter().copied());
+        });
+    }
+
+    /// The (producer id, epoch, base sequence) of every batch sent to a partition, in order
+    /// (retries included).
+    pub fn produced_sequences(&self, topic: &str, partition: i32) -> Vec<(i64, i16, i32)> {
+        self.seen(ApiKey::Produce)
+            .iter()
+            .filter_map(|s| match &s.req {
+                Req::Produce(p) => Some(p.batches()),
+                _ => None,
+            })
+            .flatten()
+            .filter(|(t, p, _)| t == topic && *p == partition)
+            .map(|(_, _, b)| (b.producer_id, b.producer_epoch, b.base_sequence))
+            .collect()
     }
 
     /// Records in a partition's log, in order.
@@ -663,6 +692,9 @@ fn produce_partition(
             Some((p.leader, p.leader_epoch)),
         );
     }
+    if let Some(code) = p.produce_errors.pop_front() {
+        return (code, -1, None);
+    }
     if data.len() < BATCH_HEADER_SIZE {
         return (ErrorCode::CorruptMessage, -1, None);
     }
@@ -671,15 +703,21 @@ fn produce_partition(
     let seq = i32::from_be_bytes(data[53..57].try_into().unwrap());
     let count = i32::from_be_bytes(data[57..61].try_into().unwrap());
     if pid >= 0 {
-        match known.get(&pid) {
-            None => return (ErrorCode::UnknownProducerId, -1, None),
-            Some(&current) if epoch < current => {
-                return (ErrorCode::InvalidProducerEpoch, -1, None);
-            }
-            _ => {}
+        if !known.contains_key(&pid) {
+            return (ErrorCode::UnknownProducerId, -1, None);
         }
-        let st = p.producers.entry(pid).or_default();
+        let st = p.producers.entry(pid).or_insert(ProducerState {
+            epoch,
+            ..ProducerState::default()
+        });
+        if epoch < st.epoch {
+            return (ErrorCode::InvalidProducerEpoch, -1, None);
+        }
         if epoch > st.epoch {
+            // A bumped epoch starts its sequences again at 0.
+            if seq != 0 {
+                return (ErrorCode::OutOfOrderSequenceNumber, -1, None);
+            }
             *st = ProducerState {
                 epoch,
                 ..ProducerState::default()
@@ -776,17 +814,12 @@ fn answer(inner: &Inner, seen: &Seen) -> Resp {
                     .collect(),
             })
         }
-        Req::InitProducerId(req) => {
-            let (id, epoch) = match m.producer_ids.get(&req.producer_id) {
-                // KIP-360: the current id and epoch ask for the next epoch.
-                Some(&e) if req.producer_id >= 0 && e == req.producer_epoch => {
-                    (req.producer_id, e + 1)
-                }
-                _ => {
-                    m.next_producer_id += 1;
-                    (m.next_producer_id, 0)
-                }
-            };
+        Req::InitProducerId(_) => {
+            // Without a transactional id a broker hands out a new id whatever the request
+            // says (TransactionCoordinator.handleInitProducerId); an idempotent producer
+            // bumps its epoch itself.
+            m.next_producer_id += 1;
+            let (id, epoch) = (m.next_producer_id, 0);
             m.producer_ids.insert(id, epoch);
             Resp::InitProducerId(InitProducerIdResponse {
                 throttle_time_ms: 0,

@@ -1,4 +1,5 @@
 //! Helpers shared by the integration tests (and `benches/decoders.rs`).
 
+pub mod clients;
 pub mod fake_broker;
 pub mod hostile;

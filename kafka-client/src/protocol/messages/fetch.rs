@@ -192,6 +192,7 @@ impl Request for FetchRequest {
     const MAX_VERSION: i16 = 17;
     const FLEXIBLE_FROM: i16 = 12;
     type Response = FetchResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 8;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = Self::is_flexible(version);
@@ -426,6 +427,10 @@ fn read_tagged<T>(
 }
 
 impl Response for FetchResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
         let flexible = FetchRequest::is_flexible(version);
         let throttle_time_ms = i32::read(r)?;

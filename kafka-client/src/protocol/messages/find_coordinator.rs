@@ -38,6 +38,7 @@ impl Request for FindCoordinatorRequest {
     const MAX_VERSION: i16 = 6;
     const FLEXIBLE_FROM: i16 = 3;
     type Response = FindCoordinatorResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 2;
 
     fn encode(&self, _version: i16, out: &mut Vec<u8>) {
         self.key_type.write(out);
@@ -89,6 +90,10 @@ pub struct FindCoordinatorResponse {
 }
 
 impl Response for FindCoordinatorResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, _version: i16) -> Result<Self, DecodeError> {
         let throttle_time_ms = i32::read(r)?;
         let coordinators = r.array_of(true, 14, |r| {

@@ -25,6 +25,7 @@ impl Request for HeartbeatRequest {
     const MAX_VERSION: i16 = 4;
     const FLEXIBLE_FROM: i16 = 4;
     type Response = HeartbeatResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 2;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = Self::is_flexible(version);
@@ -61,6 +62,10 @@ pub struct HeartbeatResponse {
 }
 
 impl Response for HeartbeatResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
         let resp = Self {
             throttle_time_ms: i32::read(r)?,

@@ -33,6 +33,7 @@ impl Request for InitProducerIdRequest {
     const MAX_VERSION: i16 = 5;
     const FLEXIBLE_FROM: i16 = 2;
     type Response = InitProducerIdResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 1;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = Self::is_flexible(version);
@@ -81,6 +82,10 @@ pub struct InitProducerIdResponse {
 }
 
 impl Response for InitProducerIdResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
         let resp = Self {
             throttle_time_ms: i32::read(r)?,

@@ -50,6 +50,7 @@ impl Request for JoinGroupRequest {
     const MAX_VERSION: i16 = 9;
     const FLEXIBLE_FROM: i16 = 6;
     type Response = JoinGroupResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 3;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = Self::is_flexible(version);
@@ -189,6 +190,10 @@ impl JoinGroupResponse {
 }
 
 impl Response for JoinGroupResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
         let flexible = JoinGroupRequest::is_flexible(version);
         let throttle_time_ms = i32::read(r)?;

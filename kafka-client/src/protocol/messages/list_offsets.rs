@@ -54,6 +54,7 @@ impl Request for ListOffsetsRequest {
     const MAX_VERSION: i16 = 10;
     const FLEXIBLE_FROM: i16 = 6;
     type Response = ListOffsetsResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 3;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = Self::is_flexible(version);
@@ -146,6 +147,10 @@ pub struct ListOffsetsResponse {
 }
 
 impl Response for ListOffsetsResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
         let flexible = ListOffsetsRequest::is_flexible(version);
         let throttle_time_ms = i32::read(r)?;

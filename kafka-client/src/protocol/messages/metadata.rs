@@ -20,6 +20,7 @@ impl Request for MetadataRequest {
     const MAX_VERSION: i16 = 12;
     const FLEXIBLE_FROM: i16 = 9;
     type Response = MetadataResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 6;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = Self::is_flexible(version);
@@ -152,6 +153,10 @@ fn write_i32_array(out: &mut Vec<u8>, v: &[i32], flexible: bool) {
 }
 
 impl Response for MetadataResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
         let flexible = MetadataRequest::is_flexible(version);
         let throttle_time_ms = i32::read(r)?;

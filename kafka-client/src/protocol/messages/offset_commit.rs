@@ -51,6 +51,7 @@ impl Request for OffsetCommitRequest {
     const MAX_VERSION: i16 = 9;
     const FLEXIBLE_FROM: i16 = 8;
     type Response = OffsetCommitResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 4;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = Self::is_flexible(version);
@@ -137,6 +138,10 @@ pub struct OffsetCommitResponse {
 }
 
 impl Response for OffsetCommitResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
         let flexible = OffsetCommitRequest::is_flexible(version);
         let throttle_time_ms = i32::read(r)?;

@@ -67,6 +67,7 @@ impl Request for OffsetFetchRequest {
     const MAX_VERSION: i16 = 9;
     const FLEXIBLE_FROM: i16 = 6;
     type Response = OffsetFetchResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 4;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         out.put_length(Some(self.groups.len()), true);
@@ -181,6 +182,10 @@ pub struct OffsetFetchResponse {
 }
 
 impl Response for OffsetFetchResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, _version: i16) -> Result<Self, DecodeError> {
         let throttle_time_ms = i32::read(r)?;
         let groups = r.array_of(true, 4, |r| {

@@ -43,6 +43,7 @@ impl Request for ProduceRequest<'_> {
     const MAX_VERSION: i16 = 12;
     const FLEXIBLE_FROM: i16 = 9;
     type Response = ProduceResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 6;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = Self::is_flexible(version);
@@ -156,6 +157,10 @@ pub struct ProduceResponse {
 }
 
 impl Response for ProduceResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
         let flexible = ProduceRequest::is_flexible(version);
         let topics = r.array_of(flexible, 2, |r| {

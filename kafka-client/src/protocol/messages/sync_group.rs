@@ -44,6 +44,7 @@ impl Request for SyncGroupRequest {
     const MAX_VERSION: i16 = 5;
     const FLEXIBLE_FROM: i16 = 4;
     type Response = SyncGroupResponse;
+    const CLIENT_THROTTLES_FROM: i16 = 2;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = Self::is_flexible(version);
@@ -115,6 +116,10 @@ pub struct SyncGroupResponse {
 }
 
 impl Response for SyncGroupResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
         let flexible = SyncGroupRequest::is_flexible(version);
         let throttle_time_ms = i32::read(r)?;
