@@ -135,6 +135,9 @@ pub(crate) struct Coordinator {
     failed_subscription: Option<u64>,
     heartbeat_in_flight: bool,
     next_heartbeat: Instant,
+    /// When the coordinator last showed it holds this member's session (a heartbeat answered,
+    /// a join or sync completed): past `session.timeout.ms` the member counts itself evicted.
+    session_alive_at: Instant,
     commits: VecDeque<PendingCommit>,
     queries: VecDeque<CommittedQuery>,
     next_id: u64,
@@ -191,6 +194,7 @@ impl Coordinator {
             failed_subscription: None,
             heartbeat_in_flight: false,
             next_heartbeat: Instant::now(),
+            session_alive_at: Instant::now(),
             commits: VecDeque::new(),
             queries: VecDeque::new(),
             next_id: 0,
@@ -242,6 +246,7 @@ impl Coordinator {
             return;
         }
         self.check_poll_timeout(net, shared, now);
+        self.check_session_timeout(net, shared, now);
         self.request_rejoin_if_needed(net, shared);
         let Some(node) = self.ready_node(net, now) else {
             return;
@@ -404,7 +409,9 @@ impl Coordinator {
             self.rejoin = None;
             return;
         };
-        if self.failed_subscription == Some(st.subscription_version) {
+        // After a fatal group error the member does not join again, but partitions it lost
+        // (fenced) are still given up.
+        if self.failed_subscription == Some(st.subscription_version) && self.rejoin != Some(true) {
             return;
         }
         if st.subscription_version != self.joined_subscription && self.rejoin.is_none() {
@@ -519,6 +526,7 @@ impl Coordinator {
             ErrorCode::None => {
                 self.member_id = resp.member_id.clone();
                 self.generation = resp.generation_id;
+                self.session_alive_at = now;
                 self.protocol = resp.protocol_name.clone();
                 self.publish_membership(shared);
                 tracing::info!(member_id = %self.member_id, generation = self.generation, protocol = ?self.protocol, leader = resp.is_leader(), members = resp.members.len(), "joined group");
@@ -542,10 +550,7 @@ impl Coordinator {
                 self.coordinator_unknown(net, shared, code.name());
             }
             ErrorCode::RebalanceInProgress => self.join_retry_at = Some(now + self.backoff()),
-            ErrorCode::FencedInstanceId => {
-                let id = self.instance_id.clone().unwrap_or_default();
-                self.report_fatal(shared, ConsumerError::Fenced(Arc::from(id)));
-            }
+            ErrorCode::FencedInstanceId => self.fenced(shared, "JoinGroup"),
             code @ (ErrorCode::InconsistentGroupProtocol
             | ErrorCode::GroupAuthorizationFailed
             | ErrorCode::InvalidSessionTimeout
@@ -701,6 +706,7 @@ impl Coordinator {
                 }
                 self.joined_subscription = self.join_sent_subscription;
                 self.next_heartbeat = now + self.config.heartbeat_interval;
+                self.session_alive_at = now;
                 let mut st = shared.state.lock();
                 st.set_assignment(partitions.iter().cloned());
                 st.rebalance = RebalanceStep::Assigned(partitions);
@@ -715,10 +721,7 @@ impl Coordinator {
             }
             ErrorCode::IllegalGeneration => self.generation = -1,
             code if coordinator_error(code) => self.coordinator_unknown(net, shared, code.name()),
-            ErrorCode::FencedInstanceId => {
-                let id = self.instance_id.clone().unwrap_or_default();
-                self.report_fatal(shared, ConsumerError::Fenced(Arc::from(id)));
-            }
+            ErrorCode::FencedInstanceId => self.fenced(shared, "SyncGroup"),
             code => {
                 tracing::warn!(%code, "SyncGroup failed; rejoining");
                 self.join_retry_at = Some(now + self.backoff());
@@ -754,28 +757,65 @@ impl Coordinator {
     pub fn on_heartbeat(&mut self, net: &mut Net, resp: HeartbeatResponse, shared: &Shared) {
         self.heartbeat_in_flight = false;
         match resp.error_code {
-            ErrorCode::None => {}
+            ErrorCode::None => self.session_alive_at = Instant::now(),
             ErrorCode::RebalanceInProgress => {
-                if self.rejoin.is_none() {
-                    let st = shared.state.lock();
-                    if st.rebalance == RebalanceStep::None {
-                        tracing::info!("the group is rebalancing: rejoining at the next poll()");
-                        self.rejoin = Some(false);
-                    }
-                }
+                // The member is still in the group (for the rebalance timeout).
+                self.session_alive_at = Instant::now();
+                self.rebalance_in_progress(shared, "heartbeat");
             }
             ErrorCode::IllegalGeneration => {
                 self.reset_generation(shared, false, "ILLEGAL_GENERATION")
             }
             ErrorCode::UnknownMemberId => self.reset_generation(shared, true, "UNKNOWN_MEMBER_ID"),
-            ErrorCode::FencedInstanceId => {
-                let id = self.instance_id.clone().unwrap_or_default();
-                self.reset_generation(shared, true, "FENCED_INSTANCE_ID");
-                self.report_fatal(shared, ConsumerError::Fenced(Arc::from(id)));
-            }
+            ErrorCode::FencedInstanceId => self.fenced(shared, "Heartbeat"),
             code if coordinator_error(code) => self.coordinator_unknown(net, shared, code.name()),
             code => tracing::warn!(%code, "heartbeat failed"),
         }
+    }
+
+    /// The coordinator says the group is rebalancing (heartbeat, commit): the member gives its
+    /// partitions up as in any rebalance (not lost) and joins again, at the next `poll()`.
+    fn rebalance_in_progress(&mut self, shared: &Shared, from: &str) {
+        if self.rejoin.is_none() && shared.state.lock().rebalance == RebalanceStep::None {
+            tracing::info!(
+                from,
+                "the group is rebalancing: rejoining at the next poll()"
+            );
+            self.rejoin = Some(false);
+        }
+    }
+
+    /// Another member with this `group.instance.id` took over: this one's partitions are
+    /// lost and it does not join again (`poll()` reports [`ConsumerError::Fenced`]).
+    fn fenced(&mut self, shared: &Shared, from: &str) {
+        let id = self.instance_id.clone().unwrap_or_default();
+        self.reset_generation(shared, true, from);
+        self.report_fatal(shared, ConsumerError::Fenced(Arc::from(id)));
+    }
+
+    /// Java's client-side session timeout: no heartbeat answered for `session.timeout.ms`
+    /// means the coordinator has removed this member and may have given its partitions to
+    /// others. The member gives them up as lost, looks the coordinator up again and joins as
+    /// a new member.
+    fn check_session_timeout(&mut self, net: &mut Net, shared: &Shared, now: Instant) {
+        if self.suspended || !self.is_member() || self.rebalancing() {
+            return;
+        }
+        let silent = now.saturating_duration_since(self.session_alive_at);
+        if silent <= self.config.session_timeout {
+            return;
+        }
+        tracing::warn!(
+            session_timeout_ms = self.config.session_timeout.as_millis() as u64,
+            silent_ms = silent.as_millis() as u64,
+            "no heartbeat answered within session.timeout.ms: the coordinator has removed this member; its partitions are lost"
+        );
+        self.coordinator_unknown(
+            net,
+            shared,
+            "session timed out without a heartbeat answered",
+        );
+        self.reset_generation(shared, true, "session timeout");
     }
 
     /// Java's poll timeout: a member whose application has not called `poll()` for
@@ -1125,7 +1165,11 @@ impl Coordinator {
                 tracing::debug!(id, "offsets committed");
                 finish(self, Ok(()));
             }
-            ErrorCode::RebalanceInProgress => finish(self, Err(ConsumerError::RebalanceInProgress)),
+            ErrorCode::RebalanceInProgress => {
+                // Java: the generation stays, the member rejoins; the caller may retry after.
+                self.rebalance_in_progress(shared, "OffsetCommit");
+                finish(self, Err(ConsumerError::RebalanceInProgress));
+            }
             ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration => {
                 self.reset_generation(shared, code == ErrorCode::UnknownMemberId, code.name());
                 finish(
@@ -1137,6 +1181,7 @@ impl Coordinator {
             }
             ErrorCode::FencedInstanceId => {
                 let iid = self.instance_id.clone().unwrap_or_default();
+                self.fenced(shared, "OffsetCommit");
                 finish(self, Err(ConsumerError::Fenced(Arc::from(iid))));
             }
             code if coordinator_error(code) || code == ErrorCode::RequestTimedOut => {
@@ -1483,6 +1528,7 @@ impl Coordinator {
         self.rejoin = None;
         self.leader_snapshot = None;
         self.heartbeat_in_flight = false;
+        self.session_alive_at = Instant::now();
         self.positions_in_flight = false;
         self.positions_retry_at = None;
         self.leave_wanted = None;
@@ -1512,6 +1558,10 @@ impl Coordinator {
         if self.is_member() && !self.heartbeat_in_flight {
             t = t.min(self.next_heartbeat.saturating_duration_since(now));
         }
+        if self.is_member() {
+            let expiry = self.session_alive_at + self.config.session_timeout;
+            t = t.min(expiry.saturating_duration_since(now) + Duration::from_millis(1));
+        }
         for at in [
             self.find_retry_at,
             self.join_retry_at,
@@ -1534,6 +1584,7 @@ impl Coordinator {
     /// Shifts deadlines by `by` (a restore whose monotonic clock jumped).
     pub fn rebase(&mut self, by: Duration) {
         self.next_heartbeat += by;
+        self.session_alive_at += by;
         for c in &mut self.commits {
             c.deadline += by;
         }

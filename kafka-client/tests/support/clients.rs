@@ -115,3 +115,58 @@ pub fn poll_n(consumer: &Consumer, n: usize) -> Result<Vec<String>, ConsumerErro
     }
     Ok(out)
 }
+
+/// A rebalance listener that records its calls as `"assigned t-0"`, `"revoked t-0"`,
+/// `"lost t-0"` (partitions sorted, comma-separated).
+#[derive(Clone, Default)]
+pub struct Events(pub std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Events {
+    /// The calls so far.
+    pub fn get(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    fn push(&self, what: &str, partitions: &[kafka_client::TopicPartition]) {
+        let mut names: Vec<String> = partitions.iter().map(|p| p.to_string()).collect();
+        names.sort();
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{what} {}", names.join(",")));
+    }
+}
+
+impl kafka_client::ConsumerRebalanceListener for Events {
+    fn on_partitions_revoked(&mut self, _: &Consumer, p: &[kafka_client::TopicPartition]) {
+        self.push("revoked", p);
+    }
+    fn on_partitions_assigned(&mut self, _: &Consumer, p: &[kafka_client::TopicPartition]) {
+        self.push("assigned", p);
+    }
+    fn on_partitions_lost(&mut self, _: &Consumer, p: &[kafka_client::TopicPartition]) {
+        self.push("lost", p);
+    }
+}
+
+/// Polls until `done()` holds after a poll, collecting the values returned; the first error
+/// ends it. Panics after [`WAIT`].
+pub fn poll_until(
+    consumer: &Consumer,
+    mut done: impl FnMut() -> bool,
+) -> Result<Vec<String>, ConsumerError> {
+    let deadline = Instant::now() + WAIT;
+    let mut out = Vec::new();
+    loop {
+        for r in consumer.poll(Duration::from_millis(20))?.iter() {
+            out.push(String::from_utf8(r.value.clone().unwrap()).unwrap());
+        }
+        if done() {
+            return Ok(out);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not done within {WAIT:?}; got {out:?}"
+        );
+    }
+}
