@@ -1375,6 +1375,8 @@ impl Coordinator {
                             tracing::debug!(partition = %tp, offset = om.offset, "resuming from the committed offset");
                             p.position = Some(om.offset);
                             p.leader_epoch = om.leader_epoch;
+                            // The log may have been truncated under it since (KIP-320).
+                            p.awaiting_validation = om.leader_epoch.is_some();
                         }
                         Some((ErrorCode::None, None)) => match policy {
                             AutoOffsetReset::None => {

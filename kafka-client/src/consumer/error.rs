@@ -30,6 +30,21 @@ pub enum ConsumerError {
         /// The position that was out of range.
         offset: i64,
     },
+    /// The partition's log was truncated under the position (an unclean leader election lost
+    /// records the consumer read or was about to read: KIP-320) and
+    /// `auto.offset.reset=none`: seek (to `divergent_offset` to go on from where the new
+    /// leader's log differs).
+    #[error(
+        "the log of {partition} was truncated at {divergent_offset}, before the position {offset} (a new leader lacks records this consumer read), and auto.offset.reset=none: call seek()"
+    )]
+    LogTruncation {
+        /// Partition.
+        partition: TopicPartition,
+        /// The position.
+        offset: i64,
+        /// The first offset where the leader's log differs from what was read.
+        divergent_offset: i64,
+    },
     /// A fetched batch could not be decoded (CRC mismatch, bad compression, truncated
     /// record). The position stays at the batch: `seek()` past it to go on.
     #[error("corrupt record batch in {partition} at offset {offset}: {source}")]

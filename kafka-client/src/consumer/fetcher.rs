@@ -143,7 +143,12 @@ impl Fetcher {
             });
             topics[i].1.push(FetchPartition {
                 partition: tp.partition,
-                current_leader_epoch: -1,
+                // KIP-320: a leader that is not the one the metadata names refuses the fetch.
+                current_leader_epoch: net
+                    .metadata
+                    .cluster()
+                    .leader_epoch(&tp.topic, tp.partition)
+                    .unwrap_or(-1),
                 fetch_offset: *pos,
                 last_fetched_epoch: -1,
                 log_start_offset: -1,
@@ -395,7 +400,11 @@ impl Fetcher {
                     .or_default()
                     .push(ListOffsetsPartition {
                         partition_index: tp.partition,
-                        current_leader_epoch: -1,
+                        current_leader_epoch: net
+                            .metadata
+                            .cluster()
+                            .leader_epoch(&tp.topic, tp.partition)
+                            .unwrap_or(-1),
                         timestamp: if *r == AutoOffsetReset::Earliest {
                             EARLIEST_TIMESTAMP
                         } else {
@@ -459,6 +468,7 @@ impl Fetcher {
                     p.position = Some(*offset);
                     p.reset = None;
                     p.leader_epoch = None;
+                    p.awaiting_validation = false;
                 }
                 other => {
                     tracing::debug!(partition = %tp, answer = ?other, "ListOffsets: retrying");

@@ -17,6 +17,7 @@ mod network_thread;
 pub mod rebalance;
 pub mod record;
 mod shared;
+mod validation;
 
 /// The error `before_checkpoint` returns.
 pub mod checkpoint_error {
@@ -717,6 +718,7 @@ impl Consumer {
         p.leader_epoch = None;
         p.reset = None;
         p.blocked = false;
+        p.awaiting_validation = false;
         st.drop_buffered(tp);
         drop(st);
         self.inner.wake();
@@ -747,6 +749,7 @@ impl Consumer {
             p.position = None;
             p.reset = Some(to);
             p.blocked = false;
+            p.awaiting_validation = false;
             st.drop_buffered(tp);
         }
         drop(st);

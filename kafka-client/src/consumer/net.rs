@@ -29,6 +29,8 @@ pub(crate) enum RequestContext {
     OffsetCommit(u64),
     /// Positions to initialize (`None`) or a `committed()` query (its id).
     OffsetFetch(Option<u64>),
+    /// Positions being validated after a leader change.
+    OffsetForLeaderEpoch(super::validation::Checked),
 }
 
 /// A Fetch in flight: which positions it asked for, and the topic ids it named.

@@ -22,6 +22,7 @@ use super::fetcher::Fetcher;
 use super::net::{Net, RequestContext};
 use super::record::TopicPartition;
 use super::shared::{RebalanceStep, Shared, Subscription};
+use super::validation::PositionValidator;
 use crate::network::{Completion, Event, NetworkClient};
 use crate::protocol::DecodeError;
 use crate::protocol::messages::MetadataRequest;
@@ -33,6 +34,7 @@ use crate::protocol::messages::leave_group::LeaveGroupRequest;
 use crate::protocol::messages::list_offsets::ListOffsetsRequest;
 use crate::protocol::messages::offset_commit::OffsetCommitRequest;
 use crate::protocol::messages::offset_fetch::OffsetFetchRequest;
+use crate::protocol::messages::offset_for_leader_epoch::OffsetForLeaderEpochRequest;
 use crate::protocol::messages::sync_group::SyncGroupRequest;
 
 /// What the consumer's API asks of the network thread.
@@ -101,6 +103,7 @@ pub(crate) struct ConsumerNetworkThread {
     net: Net,
     coordinator: Coordinator,
     fetcher: Fetcher,
+    validator: PositionValidator,
     shared: Arc<Shared>,
     events: Receiver<Event>,
     commands: Receiver<Command>,
@@ -124,6 +127,7 @@ impl ConsumerNetworkThread {
             net: Net::new(client, &config.common),
             coordinator: Coordinator::new(config.clone()),
             fetcher: Fetcher::new(config.clone()),
+            validator: PositionValidator::new(config.clone()),
             config,
             shared,
             events,
@@ -159,6 +163,7 @@ impl ConsumerNetworkThread {
             }
             self.coordinator.poll(&mut self.net, &self.shared, now);
             if matches!(self.phase, Phase::Running) {
+                self.validator.poll(&mut self.net, &self.shared, now);
                 self.fetcher.poll(&mut self.net, &self.shared, now);
             }
             if self.check_phase(Instant::now()) {
@@ -216,6 +221,7 @@ impl ConsumerNetworkThread {
             .coordinator
             .next_due(now)
             .min(self.fetcher.next_due(now))
+            .min(self.validator.next_due(now).unwrap_or(Duration::MAX))
             .min(self.net.metadata.time_to_update(now));
         if let Some(d) = self.net.client.next_deadline() {
             t = t.min(d.saturating_duration_since(now));
@@ -411,6 +417,7 @@ impl ConsumerNetworkThread {
         let lost = self.net.close_all("checkpoint");
         self.dispatch_lost(lost, "checkpoint");
         self.fetcher.reset();
+        self.validator.reset();
         {
             let mut st = self.shared.state.lock();
             st.clear_buffer();
@@ -484,6 +491,7 @@ impl ConsumerNetworkThread {
             RequestContext::Metadata => self.net.metadata_lost(Instant::now()),
             RequestContext::Fetch(f) => self.fetcher.on_fetch_lost(f),
             RequestContext::ListOffsets(l) => self.fetcher.on_list_offsets_lost(l),
+            RequestContext::OffsetForLeaderEpoch(c) => self.validator.on_lost(c),
             other => self.coordinator.on_request_lost(other, &self.shared),
         }
     }
@@ -514,7 +522,8 @@ impl ConsumerNetworkThread {
                     match ctx {
                         RequestContext::Metadata
                         | RequestContext::Fetch(_)
-                        | RequestContext::ListOffsets(_) => self.on_lost(ctx),
+                        | RequestContext::ListOffsets(_)
+                        | RequestContext::OffsetForLeaderEpoch(_) => self.on_lost(ctx),
                         group => self.coordinator.on_malformed(
                             &mut self.net,
                             group,
@@ -570,6 +579,16 @@ impl ConsumerNetworkThread {
                     .on_list_offsets(&mut self.net, l, resp, &shared),
                 Err(e) => {
                     return Err(malformed(RequestContext::ListOffsets(l), "ListOffsets", e));
+                }
+            },
+            RequestContext::OffsetForLeaderEpoch(c) => match decode!(OffsetForLeaderEpochRequest) {
+                Ok(resp) => self.validator.on_response(&mut self.net, c, resp, &shared),
+                Err(e) => {
+                    return Err(malformed(
+                        RequestContext::OffsetForLeaderEpoch(c),
+                        "OffsetForLeaderEpoch",
+                        e,
+                    ));
                 }
             },
             RequestContext::FindCoordinator => match decode!(FindCoordinatorRequest) {

@@ -40,6 +40,9 @@ pub(crate) struct PartitionState {
     pub reset: Option<AutoOffsetReset>,
     /// Not fetched until the application seeks (out of range / no offset with reset=none).
     pub blocked: bool,
+    /// Not fetched until the leader confirms the position (KIP-320: the leader changed, or
+    /// the position came from a committed offset with an epoch).
+    pub awaiting_validation: bool,
     /// The committed offset has been asked for (network thread).
     pub committed_requested: bool,
 }
@@ -183,7 +186,10 @@ impl State {
         if self.checkpointing {
             return None;
         }
-        let st = self.assignment.get(tp).filter(|st| !st.blocked)?;
+        let st = self
+            .assignment
+            .get(tp)
+            .filter(|st| !st.blocked && !st.awaiting_validation)?;
         let position = st.position?;
         match self.buffered.get(tp) {
             None => Some(position),
@@ -247,10 +253,9 @@ impl State {
             let Some(cf) = self.buffer.front_mut() else {
                 break;
             };
-            let current = self
-                .assignment
-                .get(&cf.tp)
-                .is_some_and(|st| st.position == Some(cf.position) && !st.blocked);
+            let current = self.assignment.get(&cf.tp).is_some_and(|st| {
+                st.position == Some(cf.position) && !st.blocked && !st.awaiting_validation
+            });
             if !current {
                 let cf = self.buffer.pop_front().expect("front exists");
                 unbuffer(&mut self.buffered, &cf.tp);

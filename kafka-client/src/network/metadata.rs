@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::protocol::ErrorCode;
 use crate::protocol::messages::{MetadataRequest, MetadataResponse};
+use crate::protocol::primitives::Uuid;
 
 /// One partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +54,17 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// The leader epoch of a partition, if known (KIP-320: sent with fetches so a stale
+    /// leader refuses them).
+    pub fn leader_epoch(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.topics
+            .get(topic)?
+            .partitions
+            .get(usize::try_from(partition).ok()?)
+            .map(|p| p.leader_epoch)
+            .filter(|e| *e >= 0)
+    }
+
     /// The leader of a partition, if known.
     pub fn leader(&self, topic: &str, partition: i32) -> Option<i32> {
         self.topics
@@ -90,6 +102,9 @@ pub struct Metadata {
     /// cover the new topic, so it must not clear `need_update`.
     topics_generation: u64,
     requested_generation: u64,
+    /// The highest leader epoch seen per partition, with its topic's id (KIP-320): an answer
+    /// with an older epoch comes from a broker that has not caught up and is not applied.
+    last_seen_epochs: HashMap<(Arc<str>, i32), (Uuid, i32)>,
 }
 
 impl Metadata {
@@ -112,6 +127,7 @@ impl Metadata {
             version: 0,
             topics_generation: 0,
             requested_generation: 0,
+            last_seen_epochs: HashMap::new(),
         }
     }
 
@@ -153,6 +169,8 @@ impl Metadata {
     /// Topics of interest are kept.
     pub fn rebootstrap(&mut self) {
         self.cluster.brokers.clear();
+        // The cluster may be another one now, whose epochs started again.
+        self.last_seen_epochs.clear();
         self.bootstrapped = false;
         self.need_update = true;
         self.last_attempt = None;
@@ -237,11 +255,18 @@ impl Metadata {
                 if leader.is_none() || !p.error_code.is_ok() {
                     retry_soon = true;
                 }
-                partitions.push(PartitionInfo {
+                let info = PartitionInfo {
                     leader,
                     leader_epoch: p.leader_epoch,
                     error: p.error_code,
-                });
+                };
+                match self.newer_or_same_epoch(&name, t.topic_id, p.partition_index, &info) {
+                    Some(info) => partitions.push(info),
+                    None => {
+                        retry_soon = true;
+                        partitions.push(self.known_partition(&name, p.partition_index, info));
+                    }
+                }
             }
             if !t.error_code.is_ok() {
                 retry_soon = true;
@@ -277,6 +302,54 @@ impl Metadata {
         changed
     }
 
+    /// `info` if its leader epoch is not older than the one last seen for the partition (and
+    /// then it is the one last seen); `None` for an answer from a broker behind the others.
+    /// A partition without an epoch (an error answer) is taken as it is.
+    fn newer_or_same_epoch(
+        &mut self,
+        topic: &Arc<str>,
+        topic_id: Uuid,
+        partition: i32,
+        info: &PartitionInfo,
+    ) -> Option<PartitionInfo> {
+        let key = (topic.clone(), partition);
+        if info.leader_epoch < 0 {
+            self.last_seen_epochs.remove(&key);
+            return Some(info.clone());
+        }
+        match self.last_seen_epochs.get(&key) {
+            // A topic deleted and created again starts its epochs over.
+            Some(&(id, seen)) if info.leader_epoch < seen && id == topic_id => {
+                tracing::debug!(%topic, partition, epoch = info.leader_epoch, seen, "metadata with an older leader epoch ignored");
+                None
+            }
+            _ => {
+                self.last_seen_epochs
+                    .insert(key, (topic_id, info.leader_epoch));
+                Some(info.clone())
+            }
+        }
+    }
+
+    /// What the current view has of a partition whose new answer was stale (`fallback` if
+    /// it has nothing).
+    fn known_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        fallback: PartitionInfo,
+    ) -> PartitionInfo {
+        self.cluster
+            .topics
+            .get(topic)
+            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
+            .cloned()
+            .unwrap_or(PartitionInfo {
+                leader: None,
+                ..fallback
+            })
+    }
+
     /// Applies the new leader a broker named in a Produce response (KIP-951), if it is a
     /// known broker and newer than what the view has, so retries go there without waiting for
     /// the next refresh. Returns whether the leader changed.
@@ -304,6 +377,12 @@ impl Metadata {
         tracing::info!(topic, partition, from = ?p.leader, to = leader, epoch, "partition leader changed (from a produce response)");
         p.leader = Some(leader);
         p.leader_epoch = epoch;
+        if let Some(seen) = self
+            .last_seen_epochs
+            .get_mut(&(Arc::from(topic), partition))
+        {
+            seen.1 = seen.1.max(epoch);
+        }
         true
     }
 
@@ -397,6 +476,41 @@ mod tests {
         assert!(!m.apply_leader_hint("t", 7, 1, 5), "unknown partition");
         assert!(m.apply_leader_hint("t", 1, 1, 5));
         assert_eq!(m.cluster().leader("t", 1), Some(1));
+    }
+
+    #[test]
+    fn metadata_with_an_older_leader_epoch_is_not_applied() {
+        let mut m = Metadata::new(
+            parse_bootstrap("127.0.0.1:1").unwrap(),
+            Duration::from_secs(300),
+            Duration::ZERO,
+        );
+        m.add_topic("t");
+        let now = Instant::now();
+        let resp = crate::protocol::messages::metadata::tests::sample(12);
+        let (leader, epoch) = {
+            let p = &resp.topics[0].partitions[1];
+            (p.leader_id, p.leader_epoch)
+        };
+        m.update(&resp, now);
+        // A broker that has not caught up answers with the previous leader and epoch.
+        let mut stale = resp.clone();
+        stale.topics[0].partitions[1].leader_id = 1;
+        stale.topics[0].partitions[1].leader_epoch = epoch - 1;
+        m.update(&stale, now);
+        assert_eq!(m.cluster().leader("t", 1), Some(leader));
+        assert_eq!(m.cluster().leader_epoch("t", 1), Some(epoch));
+        assert!(m.update_due(now), "asks again");
+        // A newer epoch is applied; so is the same topic name with another id.
+        let mut newer = stale.clone();
+        newer.topics[0].partitions[1].leader_epoch = epoch + 1;
+        m.update(&newer, now);
+        assert_eq!(m.cluster().leader("t", 1), Some(1));
+        let mut recreated = resp.clone();
+        recreated.topics[0].topic_id = Uuid([9; 16]);
+        recreated.topics[0].partitions[1].leader_epoch = 0;
+        m.update(&recreated, now);
+        assert_eq!(m.cluster().leader_epoch("t", 1), Some(0));
     }
 
     #[test]

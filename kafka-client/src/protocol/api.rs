@@ -32,6 +32,8 @@ pub enum ApiKey {
     ApiVersions,
     /// InitProducerId (22).
     InitProducerId,
+    /// OffsetForLeaderEpoch (23).
+    OffsetForLeaderEpoch,
     /// Any other key.
     Other(i16),
 }
@@ -53,6 +55,7 @@ impl ApiKey {
             ApiKey::SyncGroup => 14,
             ApiKey::ApiVersions => 18,
             ApiKey::InitProducerId => 22,
+            ApiKey::OffsetForLeaderEpoch => 23,
             ApiKey::Other(k) => k,
         }
     }
@@ -73,6 +76,7 @@ impl ApiKey {
             14 => ApiKey::SyncGroup,
             18 => ApiKey::ApiVersions,
             22 => ApiKey::InitProducerId,
+            23 => ApiKey::OffsetForLeaderEpoch,
             k => ApiKey::Other(k),
         }
     }

@@ -2,7 +2,7 @@
 //! (the request decoders and response encoders the protocol modules keep for this): each node
 //! listens on 127.0.0.1 and answers ApiVersions, Metadata, InitProducerId, Produce,
 //! FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-//! ListOffsets and Fetch.
+//! ListOffsets, OffsetForLeaderEpoch and Fetch.
 //!
 //! A simple model answers by default: topics with a leader and a leader epoch per partition,
 //! logs that Produce appends to (with the broker's idempotence checks, per partition: a
@@ -56,6 +56,10 @@ use kafka_client::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
     OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
 };
+use kafka_client::protocol::messages::offset_for_leader_epoch::{
+    EpochEndOffset, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+};
 use kafka_client::protocol::messages::produce::{
     PartitionProduceResponse, ProduceRequest, TopicProduceResponse,
 };
@@ -84,6 +88,7 @@ pub enum Req {
     LeaveGroup(LeaveGroupRequest),
     OffsetCommit(OffsetCommitRequest),
     OffsetFetch(OffsetFetchRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
 }
 
 /// A Produce request, owned.
@@ -125,6 +130,7 @@ pub enum Resp {
     LeaveGroup(LeaveGroupResponse),
     OffsetCommit(OffsetCommitResponse),
     OffsetFetch(OffsetFetchResponse),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochResponse),
 }
 
 /// One request as the cluster saw it.
@@ -158,6 +164,7 @@ fn api_of(req: &Req) -> ApiKey {
         Req::LeaveGroup(_) => ApiKey::LeaveGroup,
         Req::OffsetCommit(_) => ApiKey::OffsetCommit,
         Req::OffsetFetch(_) => ApiKey::OffsetFetch,
+        Req::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
     }
 }
 
@@ -220,6 +227,8 @@ pub struct Model {
     pub versions: HashMap<i16, (i16, i16)>,
     /// Committed offsets of the group.
     pub committed: HashMap<(String, i32), i64>,
+    /// The leader epochs committed with them.
+    pub committed_epochs: HashMap<(String, i32), i32>,
     pub generation: i32,
     pub members: u64,
     /// The partitions the one member is given: every partition of the topics it subscribes.
@@ -257,6 +266,7 @@ impl FakeCluster {
             (ApiKey::Metadata, 4, 12),
             (ApiKey::OffsetCommit, 2, 9),
             (ApiKey::OffsetFetch, 1, 9),
+            (ApiKey::OffsetForLeaderEpoch, 2, 4),
             (ApiKey::FindCoordinator, 0, 6),
             (ApiKey::JoinGroup, 0, 9),
             (ApiKey::Heartbeat, 0, 4),
@@ -352,6 +362,16 @@ impl FakeCluster {
             .filter(|(t, p, _)| t == topic && *p == partition)
             .map(|(_, _, b)| (b.producer_id, b.producer_epoch, b.base_sequence))
             .collect()
+    }
+
+    /// Cuts a partition's log at `offset` (a batch boundary), as an unclean leader election
+    /// does when the new leader lacks the records from there on.
+    pub fn truncate(&self, topic: &str, partition: i32, offset: i64) {
+        self.model(|m| {
+            let p = &mut m.topics.get_mut(topic).unwrap().1[partition as usize];
+            p.batches.retain(|b| be_i64(b, 0) < offset);
+            p.end_offset = offset;
+        });
     }
 
     /// Records in a partition's log, in order.
@@ -570,6 +590,9 @@ fn flexible(api: ApiKey, version: i16) -> bool {
         ApiKey::LeaveGroup => leave_group::LeaveGroupRequest::FLEXIBLE_FROM,
         ApiKey::OffsetCommit => offset_commit::OffsetCommitRequest::FLEXIBLE_FROM,
         ApiKey::OffsetFetch => offset_fetch::OffsetFetchRequest::FLEXIBLE_FROM,
+        ApiKey::OffsetForLeaderEpoch => {
+            offset_for_leader_epoch::OffsetForLeaderEpochRequest::FLEXIBLE_FROM
+        }
         _ => i16::MAX,
     };
     version >= from
@@ -617,6 +640,9 @@ fn decode_request(body: &[u8], node: i32, conn: u64) -> Option<(Seen, bool, i32)
         ApiKey::LeaveGroup => Req::LeaveGroup(LeaveGroupRequest::decode(r, version).ok()?),
         ApiKey::OffsetCommit => Req::OffsetCommit(OffsetCommitRequest::decode(r, version).ok()?),
         ApiKey::OffsetFetch => Req::OffsetFetch(OffsetFetchRequest::decode(r, version).ok()?),
+        ApiKey::OffsetForLeaderEpoch => {
+            Req::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::decode(r, version).ok()?)
+        }
         _ => return None,
     };
     let seen = Seen {
@@ -648,6 +674,7 @@ fn encode_response(resp: &Resp, version: i16, correlation_id: i32, flexible: boo
         Resp::LeaveGroup(r) => r.encode(version, &mut out),
         Resp::OffsetCommit(r) => r.encode(version, &mut out),
         Resp::OffsetFetch(r) => r.encode(version, &mut out),
+        Resp::OffsetForLeaderEpoch(r) => r.encode(version, &mut out),
     }
     let size = (out.len() - 4) as i32;
     out[..4].copy_from_slice(&size.to_be_bytes());
@@ -660,6 +687,8 @@ fn append_batch(p: &mut PartitionModel, batch: &[u8]) -> i64 {
     let mut b = batch.to_vec();
     let base = p.end_offset;
     b[0..8].copy_from_slice(&base.to_be_bytes());
+    // The leader stamps its epoch (outside the CRC, like the base offset).
+    b[12..16].copy_from_slice(&p.leader_epoch.to_be_bytes());
     let last_delta = i32::from_be_bytes(b[23..27].try_into().unwrap());
     p.end_offset = base + last_delta as i64 + 1;
     p.batches.push(b);
@@ -857,6 +886,35 @@ fn answer(inner: &Inner, seen: &Seen) -> Resp {
             })
         }
         Req::Fetch(req) => Resp::Fetch(fetch(&m, node, req, seen.version)),
+        Req::OffsetForLeaderEpoch(req) => {
+            Resp::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse {
+                throttle_time_ms: 0,
+                topics: req
+                    .topics
+                    .iter()
+                    .map(|t| OffsetForLeaderTopicResult {
+                        topic: t.topic.clone(),
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|q| {
+                                let part = m
+                                    .topics
+                                    .get(&t.topic)
+                                    .and_then(|(_, ps)| ps.get(q.partition as usize));
+                                epoch_end_offset(
+                                    part,
+                                    node,
+                                    q.partition,
+                                    q.current_leader_epoch,
+                                    q.leader_epoch,
+                                )
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+            })
+        }
         Req::ListOffsets(req) => Resp::ListOffsets(ListOffsetsResponse {
             throttle_time_ms: 0,
             topics: req
@@ -1001,6 +1059,10 @@ fn answer(inner: &Inner, seen: &Seen) -> Resp {
                 for p in &t.partitions {
                     m.committed
                         .insert((t.name.clone(), p.partition_index), p.committed_offset);
+                    m.committed_epochs.insert(
+                        (t.name.clone(), p.partition_index),
+                        p.committed_leader_epoch,
+                    );
                     partitions.push(OffsetCommitResponsePartition {
                         partition_index: p.partition_index,
                         error_code: ErrorCode::None,
@@ -1040,7 +1102,11 @@ fn answer(inner: &Inner, seen: &Seen) -> Resp {
                                         .get(&(t.name.clone(), p))
                                         .copied()
                                         .unwrap_or(-1),
-                                    committed_leader_epoch: -1,
+                                    committed_leader_epoch: m
+                                        .committed_epochs
+                                        .get(&(t.name.clone(), p))
+                                        .copied()
+                                        .unwrap_or(-1),
                                     metadata: Some(String::new()),
                                     error_code: ErrorCode::None,
                                 })
@@ -1050,6 +1116,61 @@ fn answer(inner: &Inner, seen: &Seen) -> Resp {
                 })
                 .collect(),
         }),
+    }
+}
+
+/// The broker's epoch checks on a request naming `current` as the leader epoch (KIP-320).
+fn leader_epoch_error(p: &PartitionModel, node: i32, current: i32) -> Option<ErrorCode> {
+    if p.leader != node {
+        Some(ErrorCode::NotLeaderOrFollower)
+    } else if current > p.leader_epoch {
+        Some(ErrorCode::UnknownLeaderEpoch)
+    } else if current >= 0 && current < p.leader_epoch {
+        Some(ErrorCode::FencedLeaderEpoch)
+    } else {
+        None
+    }
+}
+
+/// Where `epoch` ends in the partition's log, as a leader's epoch cache answers: the largest
+/// epoch at or below it and the start of the next one (the log end for the latest).
+fn epoch_end_offset(
+    part: Option<&PartitionModel>,
+    node: i32,
+    partition: i32,
+    current: i32,
+    epoch: i32,
+) -> EpochEndOffset {
+    let answer = |error_code, leader_epoch, end_offset| EpochEndOffset {
+        error_code,
+        partition,
+        leader_epoch,
+        end_offset,
+    };
+    let Some(p) = part else {
+        return answer(ErrorCode::UnknownTopicOrPartition, -1, -1);
+    };
+    if let Some(code) = leader_epoch_error(p, node, current) {
+        return answer(code, -1, -1);
+    }
+    // (epoch, start offset) of each epoch in the log, then the current one.
+    let mut epochs: Vec<(i32, i64)> = Vec::new();
+    for b in &p.batches {
+        let e = i32::from_be_bytes(b[12..16].try_into().unwrap());
+        if epochs.last().is_none_or(|l| l.0 < e) {
+            epochs.push((e, be_i64(b, 0)));
+        }
+    }
+    if epochs.last().is_none_or(|l| l.0 < p.leader_epoch) {
+        epochs.push((p.leader_epoch, p.end_offset));
+    }
+    if epochs.last().is_some_and(|l| l.0 == epoch) {
+        return answer(ErrorCode::None, epoch, p.end_offset);
+    }
+    let floor = epochs.iter().rev().find(|e| e.0 <= epoch);
+    match epochs.iter().find(|e| e.0 > epoch) {
+        None => answer(ErrorCode::None, -1, -1),
+        Some(higher) => answer(ErrorCode::None, floor.map_or(epoch, |f| f.0), higher.1),
     }
 }
 
@@ -1093,14 +1214,12 @@ fn fetch(m: &Model, node: i32, req: &FetchRequest, version: i16) -> FetchRespons
                                     leader_epoch: p.leader_epoch,
                                 });
                             }
-                            Some(p) if fp.current_leader_epoch > p.leader_epoch => {
-                                out.error_code = ErrorCode::UnknownLeaderEpoch;
-                            }
                             Some(p)
-                                if fp.current_leader_epoch >= 0
-                                    && fp.current_leader_epoch < p.leader_epoch =>
+                                if leader_epoch_error(p, node, fp.current_leader_epoch)
+                                    .is_some() =>
                             {
-                                out.error_code = ErrorCode::FencedLeaderEpoch;
+                                out.error_code =
+                                    leader_epoch_error(p, node, fp.current_leader_epoch).unwrap();
                             }
                             Some(p) if fp.fetch_offset > p.end_offset || fp.fetch_offset < 0 => {
                                 out.error_code = ErrorCode::OffsetOutOfRange;
