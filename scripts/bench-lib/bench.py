@@ -16,6 +16,10 @@ Sections (`--sections`, default all of them, in this order):
               set but bootstrap.servers and acks=all), and tuned for throughput as its own
               documentation advises (see PRODUCER_SETTINGS)
   overhead    our producer with and without its checkpoint resource (crac.register=false)
+  security    what TLS and SASL cost: producer (acks=all) and consumer throughput of every
+              peer over PLAINTEXT and over SASL_SSL (SCRAM-SHA-512, TLS 1.3 with the cluster's
+              CA) on one `kafka start --security` broker, and each peer's SASL_SSL/PLAINTEXT
+              ratio
   checkpoint  the real service (tests/src/bin/kafka_service.rs) under CRIU: checkpoint time
               split into hooks / drain / dump, restore, restore to first ack, against a cold
               start that rebuilds the same state
@@ -183,13 +187,18 @@ def kafka(*args, check=True, timeout=180):
 
 
 class Cluster:
-    def __init__(self, brokers, workdir):
+    def __init__(self, brokers, workdir, security=False):
         self.brokers = brokers
-        self.dir = workdir / f"kafka-{brokers}"
+        self.dir = workdir / f"kafka-{brokers}{'-secure' if security else ''}"
         shutil.rmtree(self.dir, ignore_errors=True)
         log(f"starting a {brokers}-broker cluster in {self.dir}")
-        r = kafka("start", "--brokers", brokers, "--dir", self.dir, "--owner", os.getpid(), "--cleanup", timeout=300)
-        self.bootstrap = r.stdout.strip().splitlines()[-1]
+        extra = ["--security"] if security else []
+        r = kafka("start", "--brokers", brokers, "--dir", self.dir, "--owner", os.getpid(), "--cleanup", *extra,
+                  timeout=300)
+        lines = r.stdout.strip().splitlines()
+        self.bootstrap = lines[-1]
+        # `kafka start --security` prints "NAME bootstrap" for each secure listener.
+        self.listeners = dict(l.split(" ", 1) for l in lines[:-1] if " 127.0.0.1:" in l)
 
     def topics(self, *args, check=True):
         return kafka("--dir", self.dir, "topics", "--bootstrap-server", self.bootstrap, *args, check=check)
@@ -252,8 +261,19 @@ class Peer:
         """`base`: the properties to start from instead of the same-for-everyone ones."""
         raise NotImplementedError
 
-    def consumer_argv(self, bootstrap, topic, records, group):
+    def consumer_argv(self, bootstrap, topic, records, group, extra=None):
         raise NotImplementedError
+
+    def sasl_ssl(self, cluster):
+        """The settings of the SASL_SSL listener (SCRAM-SHA-512), by Java's names."""
+        return {
+            "security.protocol": "SASL_SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": cluster.dir / "tls" / "ca.pem",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                'username="alice" password="alice-secret";',
+        }
 
     def parse_consumer(self, out):
         """The `result …` line of bench_consumer and `rdkafka-bench consume`."""
@@ -310,9 +330,9 @@ class Ours(Peer):
     def consumer_cmd(self):
         return [self.consumer_exe]
 
-    def consumer_argv(self, bootstrap, topic, records, group):
+    def consumer_argv(self, bootstrap, topic, records, group, extra=None):
         argv = self.consumer_cmd() + ["--bootstrap", bootstrap, "--topic", topic, "--records", records, "--group", group]
-        for k, v in CONSUMER_PROPS.items():
+        for k, v in {**CONSUMER_PROPS, **(extra or {})}.items():
             argv += ["-X", f"{k}={v}"]
         return argv
 
@@ -333,6 +353,16 @@ class Rdkafka(Ours):
     def consumer_cmd(self):
         return [self.exe, "consume"]
 
+    def sasl_ssl(self, cluster):
+        """librdkafka's names for the same settings (it takes no JAAS text)."""
+        return {
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": cluster.dir / "tls" / "ca.pem",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+
 
 class Java(Peer):
     name, label = "java", "Java (ProducerPerformance)"
@@ -348,9 +378,18 @@ class Java(Peer):
                 "--throughput", f"{rate:.0f}" if rate else "-1"]
         if warmup:
             argv += ["--warmup-records", warmup]
+        props = {**(self.props(acks) if base is None else base), **(extra or {})}
+        config = props.pop("__config_file", None)
+        if config:
+            argv += ["--command-config", config]
         argv += ["--command-property"]
-        argv += [f"{k}={v}" for k, v in {**(self.props(acks) if base is None else base), **(extra or {})}.items()]
+        argv += [f"{k}={v}" for k, v in props.items()]
         return argv
+
+    def sasl_ssl(self, cluster):
+        """The client settings file `kafka start --security` wrote (the JAAS text holds '=',
+        which --command-property does not take)."""
+        return {"__config_file": cluster.dir / "client-sasl_ssl-scram-sha-512.properties"}
 
     def parse(self, out):
         m = JAVA_TOTAL.findall(out)
@@ -371,10 +410,14 @@ class Java(Peer):
             "sent": int(sent),
         }
 
-    def consumer_argv(self, bootstrap, topic, records, group):
+    def consumer_argv(self, bootstrap, topic, records, group, extra=None):
         argv = [KAFKA, "consumer-perf", "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records,
                 "--group", group, "--hide-header", "--timeout", CONSUMER_IDLE_MS]
-        for k, v in CONSUMER_PROPS.items():
+        props = {**CONSUMER_PROPS, **(extra or {})}
+        config = props.pop("__config_file", None)
+        if config:
+            argv += ["--command-config", config]
+        for k, v in props.items():
             argv += ["--command-property", f"{k}={v}"]
         return argv
 
@@ -425,9 +468,10 @@ class Bench:
 
     # One run of one producer; appended to self.runs.
     def producer_run(self, peer, cluster, topic, size, acks, mode, rnd, records, rate=None, extra=None, tag=None,
-                     warmup=0, settings=None):
+                     warmup=0, settings=None, bootstrap=None):
         base = PRODUCER_SETTINGS[settings][peer.name] if settings else None
-        argv = peer.producer_argv(cluster.bootstrap, topic, records, size, acks, rate, extra, warmup, base)
+        argv = peer.producer_argv(bootstrap or cluster.bootstrap, topic, records, size, acks, rate, extra, warmup,
+                                  base)
         load = loadavg()
         r = run_measured(argv, self.client_log, timeout=600)
         parsed = peer.parse(r.out)
@@ -622,15 +666,15 @@ class Bench:
         c.delete_topic(topic)
 
     # One run of one consumer; appended to self.runs.
-    def consumer_run(self, peer, c, topic, size, codec, mode, rnd, records):
+    def consumer_run(self, peer, c, topic, size, codec, mode, rnd, records, bootstrap=None, extra=None, tag=None):
         group = f"bench-{peer.name}-{mode}-r{rnd}-{time.time_ns()}"
-        argv = peer.consumer_argv(c.bootstrap, topic, records, group)
+        argv = peer.consumer_argv(bootstrap or c.bootstrap, topic, records, group, extra)
         load = loadavg()
         r = run_measured(argv, self.client_log, timeout=600)
         parsed = peer.parse_consumer(r.out)
         row = {
             "peer": peer.name, "brokers": c.brokers, "size": size, "acks": None, "codec": codec, "mode": mode,
-            "round": rnd, "records": records, "tag": None, "exit": r.code,
+            "round": rnd, "records": records, "tag": tag, "exit": r.code,
             "cpu_s": r.cpu_s, "rss_mb": r.rss_kb / 1024, "wall_s": r.wall_s, "load1": load,
         }
         if r.code != 0 or not parsed or parsed["consumed"] < records:
@@ -661,6 +705,55 @@ class Bench:
                 variants.reverse()
             for tag, extra in variants:
                 self.producer_run(ours, c, topic, 100, "1", "overhead", rnd, self.records[100], extra=extra, tag=tag)
+        c.delete_topic(topic)
+
+    def section_security(self):
+        """PLAINTEXT against SASL_SSL on one broker started with --security: the producers
+        (acks=all, the same settings as the producer section) and the consumers (a topic
+        prefilled by Java's producer), each peer over both listeners in turn."""
+        self.stop_clusters()
+        c = Cluster(1, self.work, security=True)
+        self.clusters[1] = c
+        self.warm_up(c)
+        c.warmed = True
+        secure = c.listeners["SASL_SSL"]
+        size = 1000
+        n = self.records[size]
+        topic = "bench-security"
+        c.create_topic(topic)
+        self.wait_for_quiet()
+        self.warm_topic(c, topic, size, "all")
+        log(f"TLS and SASL: producers, {size} B values, acks=all, {n} records, PLAINTEXT and SASL_SSL")
+        for rnd in range(self.rounds):
+            for i in range(len(self.peers)):
+                peer = self.peers[(i + rnd) % len(self.peers)]
+                order = ["PLAINTEXT", "SASL_SSL"] if rnd % 2 == 0 else ["SASL_SSL", "PLAINTEXT"]
+                for proto in order:
+                    extra = peer.sasl_ssl(c) if proto == "SASL_SSL" else {}
+                    self.producer_run(peer, c, topic, size, "all", "security-produce", rnd, n, extra=extra,
+                                      tag=proto, bootstrap=secure if proto == "SASL_SSL" else None)
+        c.delete_topic(topic)
+        # Consumers: one prefilled topic, read whole by every peer over both listeners.
+        records = self.consumer_records[size]
+        topic = "bench-security-consume"
+        c.create_topic(topic)
+        java = Java()
+        r = run_measured(java.producer_argv(c.bootstrap, topic, records, size, "1", None), self.client_log,
+                         timeout=1200)
+        if r.code != 0:
+            log(f"  prefill FAILED (exit {r.code}); see {self.client_log}")
+            return
+        log(f"TLS and SASL: consumers, {records} records of {size} B, PLAINTEXT and SASL_SSL")
+        run_measured(self.peers[0].consumer_argv(c.bootstrap, topic, records, f"bench-warm-{time.time_ns()}"),
+                     self.client_log, timeout=600)
+        for rnd in range(self.rounds):
+            for i in range(len(self.peers)):
+                peer = self.peers[(i + rnd) % len(self.peers)]
+                order = ["PLAINTEXT", "SASL_SSL"] if rnd % 2 == 0 else ["SASL_SSL", "PLAINTEXT"]
+                for proto in order:
+                    extra = peer.sasl_ssl(c) if proto == "SASL_SSL" else None
+                    self.consumer_run(peer, c, topic, size, "none", "security-consume", rnd, records,
+                                      bootstrap=secure if proto == "SASL_SSL" else None, extra=extra, tag=proto)
         c.delete_topic(topic)
 
     def section_checkpoint(self):
@@ -897,6 +990,7 @@ SECTIONS = {
     "consumer": Bench.section_consumer,
     "settings": Bench.section_settings,
     "overhead": Bench.section_overhead,
+    "security": Bench.section_security,
     "checkpoint": Bench.section_checkpoint,
 }
 
@@ -1044,6 +1138,10 @@ def report(bench):
                     cells += f" {fmt(ratio(med['ours'][0], med[o][0]), 2)}× | {fmt(ratio(med['ours'][1], med[o][1]), 2)}× |"
                 L.append(f"| {cfg_label(b, size, acks)} |{cells}")
             L.append("\nThroughput ratio > 1: ours is faster; CPU ratio < 1: ours spends less CPU per record.\n")
+    security_md = security_summary(bench)
+    if security_md:
+        L.append("## What TLS and SASL cost\n")
+        L.append(security_md)
     settings_md = settings_summary(bench)
     if settings_md:
         L.append("## Producer throughput at each client's own settings\n")
@@ -1199,6 +1297,30 @@ def summary(bench):
     consumer_md = consumer_summary(bench)
     if consumer_md:
         L.append(consumer_md)
+    return "\n".join(L)
+
+
+def security_summary(bench):
+    """The `security` section's table: each peer's throughput over PLAINTEXT and SASL_SSL, and
+    the share of it SASL_SSL keeps; "" without its runs."""
+    runs, names = bench.runs, [p.name for p in bench.peers]
+    label = {"ours": "ours", "librdkafka": "librdkafka", "java": "Java"}
+    L = []
+    for mode, what in [("security-produce", "producer, acks=all"), ("security-consume", "consumer")]:
+        if not any(r["mode"] == mode for r in runs):
+            continue
+        L.append(f"{what}, 1 broker, 1000 B values; SASL_SSL = SCRAM-SHA-512 over TLS 1.3:\n")
+        L.append("| client | PLAINTEXT records/s | SASL_SSL records/s | SASL_SSL / PLAINTEXT | CPU s/M records PLAINTEXT / SASL_SSL |")
+        L.append("|---|---:|---:|---:|---:|")
+        for n in names:
+            plain = [r.get("records_per_sec") for r in pick(runs, mode=mode, peer=n, tag="PLAINTEXT")]
+            sec = [r.get("records_per_sec") for r in pick(runs, mode=mode, peer=n, tag="SASL_SSL")]
+            cpu_p = stats(r.get("cpu_s_per_m") for r in pick(runs, mode=mode, peer=n, tag="PLAINTEXT"))[0]
+            cpu_s = stats(r.get("cpu_s_per_m") for r in pick(runs, mode=mode, peer=n, tag="SASL_SSL"))[0]
+            keeps = ratio(stats(sec)[0], stats(plain)[0])
+            L.append(f"| {label[n]} | {spread(plain)} | {spread(sec)} | **{fmt(keeps, 2)}** | "
+                     f"{fmt(cpu_p, 2)} / {fmt(cpu_s, 2)} |")
+        L.append("")
     return "\n".join(L)
 
 
