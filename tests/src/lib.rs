@@ -4,3 +4,15 @@ pub mod kafka;
 pub mod process;
 pub mod stream;
 pub mod warm;
+
+/// Logging of the test services: `tracing` to stderr, filtered by `SVC_LOG` (default `warn`).
+pub fn service_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SVC_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}

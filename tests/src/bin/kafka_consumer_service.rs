@@ -89,14 +89,7 @@ impl ConsumerRebalanceListener for Listener {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SVC_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    crac_tests::service_logging();
     let name = std::env::var("SVC_NAME").unwrap_or_else(|_| "m".into());
     let topic = need("SVC_TOPIC");
     let stop_file = std::env::var("SVC_STOP_FILE").ok();

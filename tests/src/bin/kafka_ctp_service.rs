@@ -36,14 +36,7 @@ fn need(key: &str) -> String {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SVC_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    crac_tests::service_logging();
     let bootstrap = need("SVC_BOOTSTRAP");
     let input = need("SVC_IN");
     let output = need("SVC_OUT");

@@ -423,14 +423,7 @@ impl Service {
 
 fn main() {
     let started = Instant::now();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SVC_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    crac_tests::service_logging();
     let cfg = settings();
 
     let t = Instant::now();
