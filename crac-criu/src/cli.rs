@@ -226,14 +226,27 @@ fn cmd_checkpoint(args: &[String], term: &mut Term<'_>) -> Result<i32, String> {
                     .find_map(|l| l.strip_prefix("dir=").map(str::to_owned))
             });
             cleanup();
+            // The process is gone; its dump helper may still be sealing the image.
+            if let Some(d) = dir
+                .as_ref()
+                .and_then(|d| crate::dir::Dir::open(d.as_ref()).ok())
+            {
+                crate::manifest::wait_sealed(&d, Duration::from_secs(120))
+                    .map_err(|e| e.to_string())?;
+            }
             return match dir {
-                Some(d) if PathBuf::from(&d).join("inventory.img").exists() => {
+                Some(d)
+                    if PathBuf::from(&d)
+                        .join(crate::manifest::MANIFEST_FILE)
+                        .exists() =>
+                {
                     term.say(&format!("pid {pid} checkpointed to {d} and stopped"));
                     term.print(&d);
                     Ok(0)
                 }
                 Some(d) => Err(format!(
-                    "pid {pid} exited during the checkpoint and {d} holds no complete image"
+                    "pid {pid} exited during the checkpoint and {d} holds no complete, sealed \
+                     image"
                 )),
                 None => Err(format!(
                     "pid {pid} exited without taking the request: is it a crac-criu program \

@@ -11,7 +11,7 @@ use crac_api::{CheckpointMode, CheckpointOptions, Engine, EngineOutcome, Restore
 
 use crate::error::{Error, ErrorKind};
 use crate::image::{self, Metadata, StdFd};
-use crate::{criu, fdcheck, rpc, sys};
+use crate::{criu, fdcheck, helper, rpc, sys};
 
 /// Where images go when the options name no directory.
 pub const CHECKPOINT_TO_ENV: &str = "CRAC_CHECKPOINT_TO";
@@ -100,29 +100,28 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// The relevant lines of CRIU's log: every `Error (` line but the harmless RLIMIT one, and
-/// the lines just before the first real error.
+/// The relevant lines of CRIU's log: every `Error (` line but the harmless RLIMIT one (at most
+/// 12), or, without any, the log's last lines.
 pub fn log_errors(log: &Path) -> String {
     let Ok(text) = fs::read_to_string(log) else {
         return format!("(no log at {})", log.display());
     };
-    let lines: Vec<&str> = text.lines().collect();
-    let is_err = |l: &str| l.contains("Error (") && !l.contains("RLIMIT_NOFILE");
-    let Some(first) = lines.iter().position(|l| is_err(l)) else {
-        let tail: Vec<&str> = lines.iter().rev().take(5).rev().copied().collect();
+    let errors: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("Error (") && !l.contains("RLIMIT_NOFILE"))
+        .map(str::trim)
+        .take(12)
+        .collect();
+    if errors.is_empty() {
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(5)..];
         return format!(
             "no error line in {}; its end: {}",
             log.display(),
             tail.join(" | ")
         );
-    };
-    let mut picked: Vec<&str> = lines[first.saturating_sub(2)..first].to_vec();
-    picked.extend(lines[first..].iter().filter(|l| is_err(l)).take(12));
-    picked
-        .iter()
-        .map(|l| l.trim())
-        .collect::<Vec<_>>()
-        .join("\n  ")
+    }
+    errors.join("\n  ")
 }
 
 fn thread_ids() -> Vec<i32> {
@@ -207,15 +206,12 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
     };
     meta.write(&dir)?;
 
-    let dir_fd: OwnedFd = fs::File::open(&dir)
-        .map_err(|e| io_err("open image directory", e))?
-        .into();
     let log_level = std::env::var(LOG_LEVEL_ENV)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4);
     let opts = rpc::DumpOpts {
-        images_dir_fd: dir_fd.as_raw_fd(),
+        images_dir_fd: dir.fd().as_raw_fd(),
         leave_running,
         shell_job: true,
         file_locks: false,
@@ -224,49 +220,61 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
         external,
         ..rpc::DumpOpts::default()
     };
+    let timeout = helper::criu_timeout()?;
     let (mine, theirs) = sys::seqpacket_pair().map_err(|e| io_err("socketpair", e))?;
-    {
+    let status = {
         let _s = tracing::info_span!("spawn_criu").entered();
-        let plan = sys::SpawnPlan::new(
-            &criu.path.to_string_lossy(),
-            &["swrk".to_owned(), theirs.as_raw_fd().to_string()],
-            theirs.as_raw_fd(),
-        )
-        .map_err(|e| io_err("prepare criu", e))?;
-        sys::spawn_detached(&plan).map_err(|e| {
-            Error::new(
-                ErrorKind::Unavailable,
-                format!("cannot start {} swrk: {e}", criu.path.display()),
-            )
-        })?;
-    }
+        helper::start(&criu.path, &theirs, &dir, timeout)?
+    };
     drop(theirs);
 
     let req = rpc::encode_request(rpc::ReqType::Dump, Some(&opts));
-    let dump_span = tracing::info_span!("criu_dump", dir = %dir.display(), leave_running);
+    let shown = dir.path().to_owned();
+    let dump_log = shown.join(image::DUMP_LOG);
+    let dump_span = tracing::info_span!("criu_dump", dir = %shown.display(), leave_running);
     let t = Instant::now();
     let resp = {
         let _s = dump_span.enter();
         sys::send(&mine, &req).map_err(|e| io_err("send the dump request to criu", e))?;
-        let mut buf = vec![0u8; 64 * 1024];
         // Blocks while CRIU freezes and dumps this process. With stop-after-dump a successful
         // dump never returns here in the original: CRIU kills it. A restored copy wakes here
-        // with the reply the restoring CRIU left on this socket.
-        let n = sys::recv(&mine, &mut buf).map_err(|e| io_err("read criu's reply", e))?;
-        if n == 0 {
+        // with the reply the restoring CRIU left on this socket. The helper stops a CRIU that
+        // overruns its time; the margin covers a helper that died.
+        let bound = (timeout + Duration::from_secs(30))
+            .as_millis()
+            .min(i32::MAX as u128);
+        if !sys::poll_readable(&mine, bound as i32).map_err(|e| io_err("wait for criu", e))? {
             return Err(Error::new(
                 ErrorKind::Snapshot,
                 format!(
-                    "criu exited without answering the dump request; {}",
-                    log_errors(&dir.join(image::DUMP_LOG))
+                    "criu did not answer the dump request within {:.0} s and its helper did \
+                     not stop it; {}",
+                    timeout.as_secs_f64(),
+                    log_errors(&dump_log)
                 ),
+            ));
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        let n = sys::recv(&mine, &mut buf).map_err(|e| io_err("read criu's reply", e))?;
+        if n == 0 {
+            let why = helper::read_status(&status, Duration::from_secs(10));
+            let what = match why.strip_prefix("timeout ") {
+                Some(s) => format!(
+                    "criu did not finish the dump within {s} s ({}) and was stopped; the \
+                     process goes on",
+                    helper::TIMEOUT_ENV
+                ),
+                None => format!("criu exited without answering the dump request ({why})"),
+            };
+            return Err(Error::new(
+                ErrorKind::Snapshot,
+                format!("{what}; {}", log_errors(&dump_log)),
             ));
         }
         rpc::decode_response(&buf[..n])
             .map_err(|e| Error::new(ErrorKind::Snapshot, e.to_string()))?
     };
     drop(mine);
-    drop(dir_fd);
 
     if !resp.success {
         return Err(Error::new(
@@ -274,31 +282,45 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
             format!(
                 "criu could not dump this process (errno {}); from {}:\n  {}",
                 resp.cr_errno.unwrap_or(0),
-                dir.join(image::DUMP_LOG).display(),
-                log_errors(&dir.join(image::DUMP_LOG))
+                dump_log.display(),
+                log_errors(&dump_log)
             ),
         ));
     }
     if resp.restored {
         let (new_env, restore_started) = read_restore_payload(env_r);
         tracing::info!(
-            dir = %dir.display(),
+            dir = %shown.display(),
             vars = new_env.len(),
             "restored from image"
         );
         return Ok(EngineOutcome::Restored(RestoreData {
-            image_dir: Some(dir),
+            image_dir: Some(shown),
             new_env,
             restore_started,
         }));
     }
+    let dump_ms = ms(t.elapsed());
+    // CRIU ends once the socket closes (above); then the helper seals the image.
+    let sealed = helper::read_status(&status, timeout);
+    if !sealed.starts_with("sealed") {
+        return Err(Error::new(
+            ErrorKind::Snapshot,
+            format!(
+                "the image in {} was written but not sealed with its manifest ({sealed}), so \
+                 it cannot be restored; the process goes on",
+                shown.display()
+            ),
+        ));
+    }
     tracing::info!(
-        dump_ms = ms(t.elapsed()),
+        dump_ms,
         total_ms = ms(started.elapsed()),
-        dir = %dir.display(),
+        dir = %shown.display(),
+        sealed = %sealed,
         "image written; process continues"
     );
-    Ok(EngineOutcome::Continued { image_dir: dir })
+    Ok(EngineOutcome::Continued { image_dir: shown })
 }
 
 /// CRIU refuses a process whose session leader lives outside its PID namespace ("A session

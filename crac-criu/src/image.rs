@@ -4,11 +4,12 @@
 use std::fmt::Write as _;
 use std::fs;
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::dir::{Access, Dir, Untrusted, check_owner_mode};
 use crate::error::{Error, ErrorKind};
+use crate::manifest::MANIFEST_FILE;
 
 /// Name of the metadata file inside the image directory.
 pub const METADATA_FILE: &str = "crac-image.txt";
@@ -17,112 +18,77 @@ pub const DUMP_LOG: &str = "dump.log";
 /// The first line of every metadata file.
 const FORMAT: &str = "crac-criu-image 1";
 
+fn dir_error(msg: String) -> Error {
+    Error::new(
+        ErrorKind::Config,
+        format!("{msg}; choose a directory of your own (CRAC_CHECKPOINT_TO)"),
+    )
+}
+
 /// Creates `dir` (and missing parents) `0700`, or checks an existing one: it must be a
-/// directory, not readable or writable by group or others, and either empty or an earlier
-/// crac image (whose files are then replaced).
-pub fn prepare_dir(dir: &Path) -> Result<PathBuf, Error> {
-    match fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| {
-                    Error::new(
-                        ErrorKind::Config,
-                        format!(
-                            "cannot create image directory {}: {e}; choose a writable path \
-                             (CRAC_CHECKPOINT_TO)",
-                            dir.display()
-                        ),
-                    )
-                })?;
-            // DirBuilder applies the umask; make sure.
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).ok();
-        }
-        Err(e) => {
+/// directory of this user, not readable or writable by group or others, and either empty or an
+/// earlier crac image (whose files are then replaced). Everything goes through descriptors
+/// ([`Dir::create_private`]): a symlink put in its place is refused, never followed, and the
+/// directory checked is the one CRIU is handed.
+pub fn prepare_dir(dir: &Path) -> Result<Dir, Error> {
+    let shown = dir.display();
+    let d = Dir::create_private(dir)
+        .map_err(|e| dir_error(format!("cannot use image directory {shown}: {e}")))?;
+    let m = d
+        .metadata()
+        .map_err(|e| dir_error(format!("cannot use image directory {shown}: {e}")))?;
+    let uid = crate::sys::euid();
+    match check_owner_mode(&m, uid, Access::ReadWrite) {
+        Ok(()) => {}
+        Err(Untrusted::Mode { mode }) => {
             return Err(Error::new(
                 ErrorKind::Config,
                 format!(
-                    "cannot use image directory {}: {e}; choose a directory of your own \
-                     (CRAC_CHECKPOINT_TO)",
+                    "image directory {0} has mode {mode:04o}: group or others can read or \
+                     write it, and an image holds all process memory (secrets included); \
+                     run `chmod 700 {0}` or choose another directory",
                     dir.display()
                 ),
             ));
         }
-        Ok(m) => {
-            if !m.is_dir() {
-                return Err(Error::new(
-                    ErrorKind::Config,
-                    format!(
-                        "image directory {} exists and is not a directory; choose another \
-                         path (CRAC_CHECKPOINT_TO)",
-                        dir.display()
-                    ),
-                ));
-            }
-            let mode = m.mode() & 0o777;
-            if mode & 0o066 != 0 {
-                return Err(Error::new(
-                    ErrorKind::Config,
-                    format!(
-                        "image directory {} has mode {mode:04o}: group or others can read or \
-                         write it, and an image holds all process memory (secrets included); \
-                         run `chmod 700 {}` or choose another directory",
-                        dir.display(),
-                        dir.display()
-                    ),
-                ));
-            }
-            if m.uid() != crate::sys::euid() {
-                return Err(Error::new(
-                    ErrorKind::Config,
-                    format!(
-                        "image directory {} belongs to uid {}, not to this process (uid {}); \
-                         choose a directory of your own",
-                        dir.display(),
-                        m.uid(),
-                        crate::sys::euid()
-                    ),
-                ));
-            }
-            let entries: Vec<_> = fs::read_dir(dir)
-                .map_err(|e| {
-                    Error::new(
-                        ErrorKind::Config,
-                        format!("cannot read image directory {}: {e}", dir.display()),
-                    )
-                })?
-                .filter_map(Result::ok)
-                .collect();
-            if !entries.is_empty() {
-                if !dir.join(METADATA_FILE).exists() {
-                    return Err(Error::new(
-                        ErrorKind::Config,
-                        format!(
-                            "image directory {} is not empty and holds no crac image; choose \
-                             an empty or new directory",
-                            dir.display()
-                        ),
-                    ));
-                }
-                // An earlier image: replace it.
-                for e in entries {
-                    let name = e.file_name();
-                    let name = name.to_string_lossy();
-                    if name.ends_with(".img") || name.ends_with(".log") || name == METADATA_FILE {
-                        fs::remove_file(e.path()).ok();
-                    }
-                }
-            }
+        Err(Untrusted::Owner { uid: owner }) => {
+            return Err(dir_error(format!(
+                "image directory {shown} belongs to uid {owner}, not to this process (uid \
+                     {uid})"
+            )));
+        }
+        Err(Untrusted::Kind(k)) => {
+            return Err(dir_error(format!("image directory {shown} is {k}")));
         }
     }
-    fs::canonicalize(dir).map_err(|e| {
-        Error::new(
-            ErrorKind::Config,
-            format!("cannot resolve image directory {}: {e}", dir.display()),
-        )
-    })
+    let entries = d
+        .entries()
+        .map_err(|e| dir_error(format!("cannot read image directory {shown}: {e}")))?;
+    if entries.is_empty() {
+        return Ok(d);
+    }
+    if !entries.iter().any(|e| e == METADATA_FILE) {
+        return Err(dir_error(format!(
+            "image directory {shown} is not empty and holds no crac image; choose an empty or \
+             new directory"
+        )));
+    }
+    // An earlier image: replace it, its manifest first, so a half-replaced image never
+    // passes as sealed.
+    let old = std::iter::once(MANIFEST_FILE.to_owned()).chain(entries.into_iter().filter(|n| {
+        n.ends_with(".img") || n.ends_with(".log") || n == METADATA_FILE || n == "stats-dump"
+    }));
+    for name in old {
+        match d.remove(&name) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(dir_error(format!(
+                    "cannot replace {name} of the earlier image in {shown}: {e}"
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(d)
 }
 
 /// What one of fds 0–2 was at checkpoint time.
@@ -292,61 +258,68 @@ impl Metadata {
         Ok(m)
     }
 
-    /// Writes the metadata file (`0600`) into `dir`.
-    pub fn write(&self, dir: &Path) -> Result<(), Error> {
-        use std::io::Write;
-        let path = dir.join(METADATA_FILE);
-        let tmp = dir.join(format!(".{METADATA_FILE}.tmp"));
-        let r = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(self.to_text().as_bytes()))
-            .and_then(|_| fs::rename(&tmp, &path));
-        r.map_err(|e| {
-            Error::new(
-                ErrorKind::Config,
-                format!("cannot write {}: {e}", path.display()),
-            )
-        })
+    /// Writes the metadata file (`0600`, atomically) into `dir`.
+    pub fn write(&self, dir: &Dir) -> Result<(), Error> {
+        dir.write_atomic(METADATA_FILE, self.to_text().as_bytes(), 0o600)
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "cannot write {}: {e}",
+                        dir.path().join(METADATA_FILE).display()
+                    ),
+                )
+            })
     }
 
-    /// Reads the metadata of the image in `dir`.
-    pub fn read(dir: &Path) -> Result<Self, Error> {
-        let path = dir.join(METADATA_FILE);
-        let text = fs::read_to_string(&path).map_err(|e| {
-            Error::new(
-                ErrorKind::Config,
-                format!(
-                    "{} is not a crac image: cannot read {}: {e}",
-                    dir.display(),
-                    path.display()
-                ),
-            )
-        })?;
+    /// Reads the metadata of the image in `dir` (at most 1 MiB: it is a few hundred bytes).
+    pub fn read(dir: &Dir) -> Result<Self, Error> {
+        let path = dir.path().join(METADATA_FILE);
+        let mut text = String::new();
+        dir.open_file(METADATA_FILE)
+            .and_then(|f| f.take(1 << 20).read_to_string(&mut text))
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "{} is not a crac image: cannot read {}: {e}",
+                        dir.path().display(),
+                        path.display()
+                    ),
+                )
+            })?;
         Self::from_text(&text)
             .map_err(|e| Error::new(ErrorKind::Config, format!("{}: {e}", path.display())))
     }
 }
 
-/// The build id of an executable: its GNU build-id note as hex, or (without one) `fnv:` and a
-/// 64-bit FNV-1a hash of the whole file. Only the ELF headers and notes are read when there is
-/// a note, so a large binary (debug info) costs no more than a small one.
+/// Executables larger than this without a build-id note are not digested whole.
+const MAX_UNNOTED_EXE: u64 = 1 << 30;
+
+/// The build id of an executable: its GNU build-id note as hex (only the ELF header, program
+/// headers and notes are read, each piece bounded), or, for a file without one, `xxh3:` and a
+/// digest of the file (at most 1 GiB). Anything but a regular file is refused, so a path that
+/// names a device or a FIFO is never read.
 pub fn build_id(path: &Path) -> std::io::Result<String> {
     let f = fs::File::open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(std::io::Error::other(format!(
+            "it is {}, not a regular file",
+            crate::dir::kind_of(&m)
+        )));
+    }
     if let Some(id) = elf_build_id(&f) {
         return Ok(id);
     }
-    let mut data = Vec::new();
-    (&f).read_to_end(&mut data)?;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in &data {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+    if m.len() > MAX_UNNOTED_EXE {
+        return Err(std::io::Error::other(format!(
+            "it has no build-id note and is larger than {} MiB",
+            MAX_UNNOTED_EXE >> 20
+        )));
     }
-    Ok(format!("fnv:{h:016x}"))
+    let d = crate::manifest::digest(f.take(MAX_UNNOTED_EXE))?;
+    Ok(format!("xxh3:{:032x}", d.hash))
 }
 
 /// The build id of this process's executable, computed once.
@@ -456,7 +429,7 @@ mod tests {
         std::fs::write(&p, b"#!/bin/sh\necho ho\n").unwrap();
         let b = build_id(&p).unwrap();
         std::fs::remove_file(&p).ok();
-        assert!(a.starts_with("fnv:") && b.starts_with("fnv:"));
+        assert!(a.starts_with("xxh3:") && b.starts_with("xxh3:"));
         assert_ne!(a, b);
     }
 }

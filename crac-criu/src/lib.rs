@@ -20,6 +20,7 @@
 //! | `CRAC_CRIU` | the criu executable (else `PATH`, else `scripts/install-criu`'s location) |
 //! | `CRAC_CRIU_LOG_LEVEL` | CRIU's log level for `dump.log` in the image directory (default 4) |
 //! | `CRAC_CHECKPOINT_SIGNAL` | `0` disables the `crac checkpoint PID` listener |
+//! | `CRAC_CRIU_TIMEOUT` | seconds a dump may take before CRIU is stopped (default 300) |
 //!
 //! Before CRIU runs, the engine scans the process's file descriptors and refuses, with one
 //! line per fd, anything CRIU cannot checkpoint: connected TCP sockets (with both addresses),
@@ -34,10 +35,13 @@
 pub mod cli;
 pub mod control;
 pub mod criu;
+pub mod dir;
 pub mod engine;
 pub mod error;
 pub mod fdcheck;
+pub mod helper;
 pub mod image;
+pub mod manifest;
 pub mod pidns;
 pub mod restore;
 pub mod rpc;
@@ -49,4 +53,11 @@ static ENGINE: CriuEngine = CriuEngine;
 
 crac_api::register_engine!(&ENGINE, 100);
 
-crate::__before_main!(crate::control::init);
+/// Runs before `main`: in a program started as the dump helper, the helper's work (it exits);
+/// otherwise the `crac checkpoint PID` listener.
+fn init() {
+    helper::run_if_helper();
+    control::init();
+}
+
+crate::__before_main!(crate::init);

@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::dir::Dir;
 use crate::error::{Error, ErrorKind};
 use crate::image::{self, Metadata};
 use crate::pidns::{self, InitReport};
-use crate::{criu, engine, sys};
+use crate::{criu, engine, manifest, sys};
 
 /// How to restore.
 #[derive(Debug, Clone, Default)]
@@ -115,6 +116,43 @@ fn wait_pids_free(
     }
 }
 
+/// Opens the image directory and checks it before anything else reads it: the seal is
+/// complete, the directory and every file belong to this user and nobody else can write them,
+/// and every image file matches the manifest. Its descriptor is then what CRIU reads through.
+pub fn verified_image(path: &Path, note: &mut dyn FnMut(&str)) -> Result<Dir, Error> {
+    let dir = Dir::open(path).map_err(|e| {
+        Error::new(
+            ErrorKind::Config,
+            format!("image directory {}: {e}", path.display()),
+        )
+    })?;
+    manifest::wait_sealed(&dir, SEAL_WAIT)?;
+    let c = manifest::verify(&dir, sys::euid())?;
+    note(&format!(
+        "image matches its manifest: {} files, {:.1} MB checked in {:.1} ms",
+        c.files,
+        c.bytes as f64 / 1e6,
+        c.took.as_secs_f64() * 1e3
+    ));
+    if dir.stat("inventory.img").ok().flatten().is_none() {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "{} holds no complete image (no inventory.img): the checkpoint did not finish; \
+                 see {}",
+                dir.path().display(),
+                dir.path().join(image::DUMP_LOG).display()
+            ),
+        ));
+    }
+    // CRIU inherits it (`-D /proc/self/fd/N`).
+    sys::set_cloexec(dir.fd(), false).map_err(|e| io_err("fcntl", e))?;
+    Ok(dir)
+}
+
+/// How long a restore waits for a dump helper still sealing the image.
+const SEAL_WAIT: Duration = Duration::from_secs(120);
+
 /// Checks that the executable the image was taken from is still the same build.
 pub fn check_build(meta: &Metadata) -> Result<(), Error> {
     let now = image::build_id(&meta.exe).map_err(|e| {
@@ -165,27 +203,11 @@ fn fd_is_open(fd: i32) -> bool {
 pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Restore, Error> {
     let started = Instant::now();
     let started_wall = SystemTime::now();
-    let dir = fs::canonicalize(&opts.image_dir).map_err(|e| {
-        Error::new(
-            ErrorKind::Config,
-            format!("image directory {}: {e}", opts.image_dir.display()),
-        )
-    })?;
+    let dir = verified_image(&opts.image_dir, note)?;
     let meta = Metadata::read(&dir)?;
     check_build(&meta)?;
     let criu = criu::find()?;
     criu::check_privileges()?;
-    if !dir.join("inventory.img").exists() {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!(
-                "{} holds no complete image (no inventory.img): the checkpoint did not finish; \
-                 see {}",
-                dir.display(),
-                dir.join(image::DUMP_LOG).display()
-            ),
-        ));
-    }
     if !opts.pidns {
         wait_pids_free(&meta, opts.pid_wait, note)?;
     }
@@ -203,7 +225,8 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     let mut args: Vec<String> = vec![
         "restore".into(),
         "-D".into(),
-        dir.display().to_string(),
+        // CRIU opens the directory through our descriptor, never by its path again.
+        dir.proc_path().display().to_string(),
         "--shell-job".into(),
         "-v4".into(),
         "-o".into(),
@@ -300,7 +323,7 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
             },
         )
     })?;
-    let restore_log = dir.join(&log);
+    let restore_log = dir.path().join(&log);
     let fail = |what: String| {
         Error::new(
             ErrorKind::Snapshot,

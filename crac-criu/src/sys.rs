@@ -126,24 +126,39 @@ pub fn peer_pid(fd: RawFd) -> Option<i32> {
 /// Everything the helper child needs, prepared before `fork` so the child only makes
 /// async-signal-safe calls.
 pub struct SpawnPlan {
-    path: CString,
+    /// Run with `fexecve` (close-on-exec is fine for an ELF file).
+    exe: OwnedFd,
     argv: Vec<CString>,
     envp: Vec<CString>,
-    keep_fd: RawFd,
+    keep_fds: Vec<RawFd>,
     devnull: OwnedFd,
 }
 
+fn cstring(s: impl Into<Vec<u8>>) -> io::Result<CString> {
+    CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
 impl SpawnPlan {
-    /// `argv[0]` is `path`; `keep_fd` is left open (without close-on-exec) for the program.
-    pub fn new(path: &str, args: &[String], keep_fd: RawFd) -> io::Result<Self> {
-        let c =
-            |s: &str| CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
-        let mut argv = vec![c(path)?];
-        for a in args {
-            argv.push(c(a)?);
-        }
+    /// Runs the open executable `exe` with `argv` (`argv[0]` included) and this process's environment plus
+    /// `extra_env`; `keep_fds` are left open (without close-on-exec) for the program.
+    pub fn new(
+        exe: OwnedFd,
+        argv: &[String],
+        extra_env: &[(String, String)],
+        keep_fds: &[RawFd],
+    ) -> io::Result<Self> {
+        let argv = argv
+            .iter()
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<io::Result<Vec<_>>>()?;
         let mut envp = Vec::new();
         for (k, v) in std::env::vars_os() {
+            if extra_env
+                .iter()
+                .any(|(x, _)| k.as_encoded_bytes() == x.as_bytes())
+            {
+                continue;
+            }
             let mut s = k.into_encoded_bytes();
             s.push(b'=');
             s.extend(v.into_encoded_bytes());
@@ -151,33 +166,81 @@ impl SpawnPlan {
                 envp.push(s);
             }
         }
+        for (k, v) in extra_env {
+            envp.push(cstring(format!("{k}={v}"))?);
+        }
         let devnull = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open("/dev/null")?;
         Ok(Self {
-            path: c(path)?,
+            exe,
             argv,
             envp,
-            keep_fd,
+            keep_fds: keep_fds.to_vec(),
             devnull: devnull.into(),
         })
     }
 }
 
+/// The steps of the helper child, reported with their errno when one fails.
+const STEPS: [&str; 8] = [
+    "setsid",
+    "fork",
+    "sigprocmask",
+    "sigaction",
+    "dup2",
+    "fcntl",
+    "exec",
+    "write",
+];
+
+/// Reports `(step, errno)` through the error pipe and ends the child. Async-signal-safe.
+///
+/// # Safety
+/// Only to be called in a forked child; `fd` is the error pipe's write end.
+unsafe fn child_fail(fd: RawFd, step: u32) -> ! {
+    // SAFETY: __errno_location, write and _exit are async-signal-safe; `msg` lives on the stack.
+    unsafe {
+        let errno = *libc::__errno_location();
+        let mut msg = [0u8; 8];
+        msg[..4].copy_from_slice(&step.to_ne_bytes());
+        msg[4..].copy_from_slice(&errno.to_ne_bytes());
+        libc::write(fd, msg.as_ptr().cast(), msg.len());
+        libc::_exit(127)
+    }
+}
+
 /// Starts `plan` as a process that is *not* a descendant of the caller: fork, `setsid`, fork
 /// again, exec in the grandchild, and the intermediate child exits at once and is reaped here.
-/// The grandchild is adopted by init (or the nearest subreaper), so CRIU running in it may dump
-/// the caller. Its stdin/stdout/stderr are `/dev/null`.
+/// The grandchild is adopted by init (or the nearest subreaper), so CRIU running under it may
+/// dump the caller. Its stdin/stdout/stderr are `/dev/null`, its signal mask is empty and every
+/// signal has its default disposition.
+///
+/// Between `fork` and `exec` the children only make async-signal-safe calls on memory prepared
+/// before the fork, and check every one; a failure comes back through a close-on-exec pipe as
+/// the step and its errno (the pipe just closes when `exec` succeeds).
 pub fn spawn_detached(plan: &SpawnPlan) -> io::Result<()> {
     let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = plan.envp.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
     let null = plan.devnull.as_raw_fd();
-    let keep = plan.keep_fd;
-    // SAFETY: the child runs only async-signal-safe calls (setsid, fork, dup2, fcntl, execve,
-    // _exit) on memory prepared before the fork, so it is sound even in a multithreaded parent.
+    let (err_r, err_w) = pipe()?;
+    let ew = err_w.as_raw_fd();
+    let sigmax = libc::SIGRTMAX();
+    // SAFETY: zeroed sigset_t/sigaction are valid starting values; sigemptyset only writes the
+    // set. Prepared here so the child does not build them.
+    let (empty, dfl) = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        (set, sa)
+    };
+    // SAFETY: the children run only async-signal-safe calls (setsid, fork, sigprocmask,
+    // sigaction, dup2, fcntl, fexecve, write, _exit) on memory prepared before the fork,
+    // so this is sound even in a multithreaded parent.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -185,27 +248,193 @@ pub fn spawn_detached(plan: &SpawnPlan) -> io::Result<()> {
     if pid == 0 {
         // SAFETY: see above; nothing here allocates or takes a lock.
         unsafe {
-            libc::setsid();
-            let pid2 = libc::fork();
-            if pid2 != 0 {
-                libc::_exit(if pid2 < 0 { 1 } else { 0 });
+            if libc::setsid() < 0 {
+                child_fail(ew, 0);
             }
-            libc::dup2(null, 0);
-            libc::dup2(null, 1);
-            libc::dup2(null, 2);
-            let fl = libc::fcntl(keep, libc::F_GETFD);
-            libc::fcntl(keep, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
-            libc::execve(plan.path.as_ptr(), argv.as_ptr(), envp.as_ptr());
-            libc::_exit(127);
+            let pid2 = libc::fork();
+            if pid2 < 0 {
+                child_fail(ew, 1);
+            }
+            if pid2 > 0 {
+                libc::_exit(0);
+            }
+            if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) < 0 {
+                child_fail(ew, 2);
+            }
+            for sig in 1..=sigmax {
+                if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                    continue;
+                }
+                // EINVAL: a signal the C library reserves for itself; it cannot be set.
+                if libc::sigaction(sig, &dfl, std::ptr::null_mut()) < 0
+                    && *libc::__errno_location() != libc::EINVAL
+                {
+                    child_fail(ew, 3);
+                }
+            }
+            for fd in 0..3 {
+                if libc::dup2(null, fd) < 0 {
+                    child_fail(ew, 4);
+                }
+            }
+            for &fd in &plan.keep_fds {
+                let fl = libc::fcntl(fd, libc::F_GETFD);
+                if fl < 0 || libc::fcntl(fd, libc::F_SETFD, fl & !libc::FD_CLOEXEC) < 0 {
+                    child_fail(ew, 5);
+                }
+            }
+            libc::fexecve(plan.exe.as_raw_fd(), argv.as_ptr(), envp.as_ptr());
+            child_fail(ew, 6);
         }
     }
+    drop(err_w);
     let status = wait_pid(pid)?;
+    let mut msg = [0u8; 8];
+    let n = read_full(&err_r, &mut msg)?;
+    if n == msg.len() {
+        let step = u32::from_ne_bytes(msg[..4].try_into().expect("4 bytes")) as usize;
+        let errno = i32::from_ne_bytes(msg[4..].try_into().expect("4 bytes"));
+        return Err(io::Error::other(format!(
+            "the helper's {} failed: {}",
+            STEPS.get(step).copied().unwrap_or("start"),
+            io::Error::from_raw_os_error(errno)
+        )));
+    }
     if status != 0 {
         return Err(io::Error::other(format!(
             "the helper's intermediate child exited with status {status}"
         )));
     }
     Ok(())
+}
+
+/// Reads until `buf` is full or end of file (retrying on `EINTR`); returns the bytes read.
+pub fn read_full(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: the slice from `got` is valid and writable for its length.
+        let n = unsafe {
+            libc::read(
+                fd.as_raw_fd(),
+                buf[got..].as_mut_ptr().cast(),
+                buf.len() - got,
+            )
+        };
+        if n == 0 {
+            break;
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        got += n as usize;
+    }
+    Ok(got)
+}
+
+/// Waits up to `timeout_ms` (-1: forever) for `fd` to become readable (or hung up); `Ok(false)`
+/// on timeout.
+pub fn poll_readable(fd: &impl AsRawFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `p` is one valid pollfd.
+        let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+        if r >= 0 {
+            return Ok(r > 0);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+fn c_name(name: &str) -> io::Result<CString> {
+    cstring(name.as_bytes())
+}
+
+/// Ignores `SIGPIPE` (a write to a closed pipe then fails with `EPIPE`), as Rust's runtime does
+/// before `main`; for code that runs before it.
+pub fn ignore_sigpipe() -> io::Result<()> {
+    // SAFETY: installing SIG_IGN touches no memory of ours.
+    if unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `openat(dir, name, flags | O_CLOEXEC, mode)`.
+pub fn openat(dir: &impl AsRawFd, name: &str, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    let n = c_name(name)?;
+    // SAFETY: `n` is a valid C string; the mode is passed as the variadic argument open expects.
+    let fd = cvt(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            n.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    })?;
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `open(path, flags | O_CLOEXEC)` for a path (directories, `/proc/self/exe`).
+pub fn open(path: &std::path::Path, flags: i32) -> io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = cstring(path.as_os_str().as_bytes())?;
+    // SAFETY: `p` is a valid C string.
+    let fd = cvt(unsafe { libc::open(p.as_ptr(), flags | libc::O_CLOEXEC) })?;
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `mkdirat(dir, name, mode)`.
+pub fn mkdirat(dir: &impl AsRawFd, name: &str, mode: u32) -> io::Result<()> {
+    let n = c_name(name)?;
+    // SAFETY: `n` is a valid C string.
+    cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), n.as_ptr(), mode as libc::mode_t) })?;
+    Ok(())
+}
+
+/// `unlinkat(dir, name, 0)`: removes a file (not a directory).
+pub fn unlinkat(dir: &impl AsRawFd, name: &str) -> io::Result<()> {
+    let n = c_name(name)?;
+    // SAFETY: `n` is a valid C string.
+    cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), n.as_ptr(), 0) })?;
+    Ok(())
+}
+
+/// `renameat(dir, from, dir, to)`: both names in the same directory.
+pub fn renameat(dir: &impl AsRawFd, from: &str, to: &str) -> io::Result<()> {
+    let (f, t) = (c_name(from)?, c_name(to)?);
+    let d = dir.as_raw_fd();
+    // SAFETY: both are valid C strings.
+    cvt(unsafe { libc::renameat(d, f.as_ptr(), d, t.as_ptr()) })?;
+    Ok(())
+}
+
+/// `flock(fd, op)`; `Ok(false)` when `LOCK_NB` was given and the lock is held elsewhere.
+pub fn flock(fd: &impl AsRawFd, op: i32) -> io::Result<bool> {
+    loop {
+        // SAFETY: plain values.
+        if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            _ => return Err(e),
+        }
+    }
 }
 
 /// Waits for a child and returns its raw wait status (retrying on `EINTR`).
