@@ -1,5 +1,6 @@
 //! End-to-end test support.
 
+pub mod criu_app;
 pub mod kafka;
 pub mod process;
 pub mod stream;

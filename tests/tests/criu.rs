@@ -8,13 +8,13 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crac_tests::criu_app::{app_command, assert_killed_by_dump as killed_by_dump};
 use crac_tests::process::{
-    Proc, TempDir, alive, crac_command, criu, field, must, proc_status, size_of_files,
+    Proc, TempDir, alive, crac_command, field, must, proc_status, size_of_files,
 };
 
 const APP: &str = env!("CARGO_BIN_EXE_criu_app");
@@ -23,19 +23,7 @@ const T: Duration = Duration::from_secs(120);
 
 /// The test program, checkpointing into `dir`, with extra environment.
 fn app(dir: &Path, env: &[(&str, &str)]) -> Command {
-    let mut c = Command::new(APP);
-    c.env("CRAC_CRIU", criu())
-        .env("CRAC_CHECKPOINT_TO", dir)
-        .env_remove("CRAC_CHECKPOINT_MODE")
-        .env_remove("CRAC_ENGINE")
-        .env("APP_MB", "8")
-        // Never the test runner's stdin: it may be a file of another mount namespace, which
-        // CRIU cannot dump.
-        .stdin(std::process::Stdio::null());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c
+    app_command(APP, dir, env)
 }
 
 /// `crac ARGS…` with the tests' criu.
@@ -43,15 +31,8 @@ fn crac(args: &[&str]) -> Command {
     crac_command(CRAC, args)
 }
 
-/// Waits for a program CRIU dumped in stop mode to be gone: CRIU kills it with SIGKILL.
 fn assert_killed_by_dump(p: &mut Proc) {
-    let st = p.wait(T);
-    assert_eq!(
-        st.signal(),
-        Some(9),
-        "the dumped process should be killed by criu, got {st:?}; it printed:\n{}",
-        p.transcript()
-    );
+    killed_by_dump(p, T)
 }
 
 #[test]

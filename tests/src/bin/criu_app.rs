@@ -8,6 +8,8 @@
 //! - `APP_CONNECT=1`: open a TCP connection to a local listener and hold it in a resource that
 //!   closes it in `before_checkpoint` only from the second attempt on.
 //! - `APP_LISTEN=1`: hold a listening TCP socket; after the checkpoint, serve one connection.
+//! - `APP_OPEN_FILE=PATH`: hold PATH open for writing (not appending) across the checkpoint.
+//! - `APP_LOOP=N`: take N checkpoints in a row (for leave-running), one `outcome=` line each.
 //! - `APP_STAY_MS` (default 300): how long to keep running after the checkpoint returned; a
 //!   restorer may override it for a copy with `crac restore --env APP_STAY_MS=…`.
 //! - `APP_EXIT` (restorer only, default 0): the exit status of a restored copy.
@@ -198,6 +200,16 @@ fn main() {
         l
     });
 
+    let _held = std::env::var_os("APP_OPEN_FILE").map(|p| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(p)
+            .unwrap();
+        f.write_all(b"held\n").unwrap();
+        f
+    });
     say(&format!(
         "ready pid={} checksum={:016x} built={} build_ms={build_ms}",
         std::process::id(),
@@ -235,6 +247,14 @@ fn main() {
             app.close_conn.store(true, Ordering::SeqCst);
             drop(a);
             drop(l);
+        }
+        let rounds: u32 = std::env::var("APP_LOOP")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        for _ in 1..rounds {
+            let r = Core::checkpoint_restore();
+            report(&r, &table, &app);
         }
         say(&format!("checkpointing wall_ns={}", wall_ns()));
         let r = Core::checkpoint_restore();

@@ -1,0 +1,37 @@
+//! Running `src/bin/criu_app.rs`, the test program of the CRIU tests, the same way in every
+//! test file.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::process::{Proc, criu};
+
+/// The test program at `exe`, checkpointing into `dir`, with extra environment.
+pub fn app_command(exe: &str, dir: &Path, env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(exe);
+    c.env("CRAC_CRIU", criu())
+        .env("CRAC_CHECKPOINT_TO", dir)
+        .env_remove("CRAC_CHECKPOINT_MODE")
+        .env_remove("CRAC_ENGINE")
+        .env("APP_MB", "8")
+        // Never the test runner's stdin: it may be a file of another mount namespace, which
+        // CRIU cannot dump.
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+/// Waits for a program CRIU dumped in stop mode to be gone: CRIU kills it with SIGKILL.
+pub fn assert_killed_by_dump(p: &mut Proc, timeout: Duration) {
+    let st = p.wait(timeout);
+    assert_eq!(
+        st.signal(),
+        Some(9),
+        "the dumped process should be killed by criu, got {st:?}; it printed:\n{}",
+        p.transcript()
+    );
+}
