@@ -1,29 +1,41 @@
 //! [`Context`]: an ordered registry of resources, itself a resource, so contexts nest.
 
+use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::error::{ContextFailures, Phase, ResourceFailure};
+use crate::plan::{Owner, Plan, Step, run_inline};
 use crate::{Resource, ResourceError};
 
-/// A registered resource: held weakly (its owner decides its lifetime) or `'static`.
+/// What a registration holds: a resource held weakly (its owner decides its lifetime), a
+/// `'static` one, or a nested context (weakly), whose resources join the cycle by path.
 #[derive(Clone)]
-enum Entry {
+enum Kind {
     Weak(Weak<dyn Resource>),
     Static(&'static dyn Resource),
+    Nested(Weak<Context>),
 }
 
-/// A live resource for the length of one call.
-enum Live {
+/// A registration: what, and its hook timeout (`None`: the global default).
+#[derive(Clone)]
+struct Entry {
+    kind: Kind,
+    timeout: Option<Duration>,
+}
+
+/// A live resource for the length of one cycle.
+#[derive(Clone)]
+pub(crate) enum Live {
     Arc(Arc<dyn Resource>),
     Static(&'static dyn Resource),
 }
 
 impl Live {
-    fn get(&self) -> &dyn Resource {
+    pub(crate) fn get(&self) -> &dyn Resource {
         match self {
             Live::Arc(a) => a.as_ref(),
             Live::Static(s) => *s,
@@ -32,17 +44,11 @@ impl Live {
 }
 
 impl Entry {
-    fn upgrade(&self) -> Option<Live> {
-        match self {
-            Entry::Weak(w) => w.upgrade().map(Live::Arc),
-            Entry::Static(s) => Some(Live::Static(*s)),
-        }
-    }
-
     fn is_live(&self) -> bool {
-        match self {
-            Entry::Weak(w) => w.strong_count() > 0,
-            Entry::Static(_) => true,
+        match &self.kind {
+            Kind::Weak(w) => w.strong_count() > 0,
+            Kind::Static(_) => true,
+            Kind::Nested(c) => c.strong_count() > 0,
         }
     }
 }
@@ -75,9 +81,9 @@ impl Registry {
 pub struct Context {
     name: String,
     registry: Mutex<Registry>,
-    /// Resources that got `before_checkpoint` in the running cycle, in call order; only they get
-    /// `after_restore`.
-    notified: Mutex<Vec<Entry>>,
+    /// When the context is driven as a plain resource (registered with `register_dyn` or called
+    /// by hand): its cycle's steps and those that returned, for `after_restore`.
+    driven: Mutex<Option<(Plan, Vec<usize>)>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -98,7 +104,7 @@ impl Context {
                 entries: Vec::new(),
                 prune_at: MIN_PRUNE,
             }),
-            notified: Mutex::new(Vec::new()),
+            driven: Mutex::new(None),
         }
     }
 
@@ -107,20 +113,51 @@ impl Context {
         &self.name
     }
 
-    /// Registers a resource, held weakly: dropping the last `Arc` unregisters it.
+    /// Registers a resource, held weakly: dropping the last `Arc` unregisters it. Its hooks are
+    /// bounded by the global hook timeout ([`Core::set_hook_timeout`](crate::Core::set_hook_timeout)).
+    /// A nested `Context` registered here has no bound of its own: each of its resources has
+    /// its own, and a failure is named by its path (`outer/inner/resource`).
     pub fn register<R: Resource + 'static>(&self, resource: &Arc<R>) {
-        let weak: Weak<R> = Arc::downgrade(resource);
-        self.push(Entry::Weak(weak));
+        self.push(Self::entry(resource, None));
     }
 
-    /// Registers a resource given as a trait object, held weakly.
+    /// Registers a resource, held weakly, whose hooks may each take up to `timeout` (instead of
+    /// the global hook timeout) before it counts as failed.
+    pub fn register_with_timeout<R: Resource + 'static>(
+        &self,
+        resource: &Arc<R>,
+        timeout: Duration,
+    ) {
+        self.push(Self::entry(resource, Some(timeout)));
+    }
+
+    fn entry<R: Resource + 'static>(resource: &Arc<R>, timeout: Option<Duration>) -> Entry {
+        let any: Arc<dyn Any + Send + Sync> = resource.clone();
+        let kind = match any.downcast::<Context>() {
+            Ok(ctx) => Kind::Nested(Arc::downgrade(&ctx)),
+            Err(_) => {
+                let weak: Weak<R> = Arc::downgrade(resource);
+                Kind::Weak(weak)
+            }
+        };
+        Entry { kind, timeout }
+    }
+
+    /// Registers a resource given as a trait object, held weakly. (A `Context` registered this
+    /// way is one resource: its resources are bounded together by its timeout.)
     pub fn register_dyn(&self, resource: &Arc<dyn Resource>) {
-        self.push(Entry::Weak(Arc::downgrade(resource)));
+        self.push(Entry {
+            kind: Kind::Weak(Arc::downgrade(resource)),
+            timeout: None,
+        });
     }
 
     /// Registers a resource that lives for the whole program.
     pub fn register_static(&self, resource: &'static dyn Resource) {
-        self.push(Entry::Static(resource));
+        self.push(Entry {
+            kind: Kind::Static(resource),
+            timeout: None,
+        });
     }
 
     fn push(&self, entry: Entry) {
@@ -154,45 +191,40 @@ impl Context {
         reg.entries.clone()
     }
 
-    /// Runs `before_checkpoint` of every registered resource in reverse registration order.
-    /// Everyone is called even when some fail; the failures come back as [`ContextFailures`].
-    pub(crate) fn run_before(&self) -> Vec<ResourceFailure> {
-        let snapshot = self.snapshot();
-        let mut notified = Vec::with_capacity(snapshot.len());
-        let mut failures = Vec::new();
-        for entry in snapshot.iter().rev() {
-            let Some(live) = entry.upgrade() else {
-                continue;
+    /// Adds this context's live resources to `plan` in `before_checkpoint` order (reverse
+    /// registration order), nested contexts inlined with their name as a path prefix.
+    pub(crate) fn plan_into(&self, owner: &Owner, prefix: &str, plan: &mut Plan) {
+        for entry in self.snapshot().iter().rev() {
+            let live = match &entry.kind {
+                Kind::Weak(w) => w.upgrade().map(Live::Arc),
+                Kind::Static(s) => Some(Live::Static(*s)),
+                Kind::Nested(c) => {
+                    if let Some(c) = c.upgrade() {
+                        let prefix = format!("{prefix}{}/", c.name);
+                        c.plan_into(&Owner::Shared(c.clone()), &prefix, plan);
+                    }
+                    None
+                }
             };
-            notified.push(entry.clone());
-            if let Err(e) = call(live.get(), self, Phase::BeforeCheckpoint) {
-                collect(&mut failures, live.get(), Phase::BeforeCheckpoint, e);
+            if let Some(live) = live {
+                plan.steps.push(Step {
+                    live,
+                    owner: owner.clone(),
+                    timeout: entry.timeout,
+                    prefix: prefix.to_owned(),
+                });
             }
         }
-        *self.notified.lock() = notified;
-        failures
-    }
-
-    /// Runs `after_restore` of every resource that got `before_checkpoint`, in registration
-    /// order.
-    pub(crate) fn run_after(&self) -> Vec<ResourceFailure> {
-        let notified = std::mem::take(&mut *self.notified.lock());
-        let mut failures = Vec::new();
-        for entry in notified.iter().rev() {
-            let Some(live) = entry.upgrade() else {
-                continue;
-            };
-            if let Err(e) = call(live.get(), self, Phase::AfterRestore) {
-                collect(&mut failures, live.get(), Phase::AfterRestore, e);
-            }
-        }
-        failures
     }
 }
 
 /// Calls one hook inside its own span; a panic is turned into an error so that one broken
 /// resource cannot leave the others unnotified.
-fn call(resource: &dyn Resource, context: &Context, phase: Phase) -> Result<(), ResourceError> {
+pub(crate) fn call(
+    resource: &dyn Resource,
+    context: &Context,
+    phase: Phase,
+) -> Result<(), ResourceError> {
     let span = tracing::debug_span!("resource", name = tracing::field::Empty, %phase);
     let timed = !span.is_disabled();
     let start = timed.then(Instant::now);
@@ -204,14 +236,7 @@ fn call(resource: &dyn Resource, context: &Context, phase: Phase) -> Result<(), 
         Phase::BeforeCheckpoint => resource.before_checkpoint(context),
         Phase::AfterRestore => resource.after_restore(context),
     }))
-    .unwrap_or_else(|panic| {
-        let msg = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "non-string panic payload".to_owned());
-        Err(format!("panicked: {msg}").into())
-    });
+    .unwrap_or_else(|panic| Err(format!("panicked: {}", crate::core::panic_text(&*panic)).into()));
     if let Some(start) = start {
         tracing::debug!(
             elapsed_us = start.elapsed().as_micros() as u64,
@@ -223,13 +248,13 @@ fn call(resource: &dyn Resource, context: &Context, phase: Phase) -> Result<(), 
 }
 
 /// Adds a failure, flattening a nested context's failures under its name.
-fn collect(
+pub(crate) fn collect(
     out: &mut Vec<ResourceFailure>,
-    resource: &dyn Resource,
+    step: &Step,
     phase: Phase,
     error: ResourceError,
 ) {
-    let name = resource.name();
+    let name = format!("{}{}", step.prefix, step.live.get().name());
     match error.downcast::<ContextFailures>() {
         Ok(nested) => out.extend(nested.failures.into_iter().map(|mut f| {
             f.resource = format!("{name}/{}", f.resource);
@@ -256,11 +281,20 @@ fn into_result(failures: Vec<ResourceFailure>) -> Result<(), ResourceError> {
 
 impl Resource for Context {
     fn before_checkpoint(&self, _parent: &Context) -> Result<(), ResourceError> {
-        into_result(self.run_before())
+        let mut plan = Plan::default();
+        self.plan_into(&Owner::Root, "", &mut plan);
+        let order: Vec<usize> = (0..plan.steps.len()).collect();
+        let ran = run_inline(&plan, &order, Some(self), Phase::BeforeCheckpoint);
+        *self.driven.lock() = Some((plan, ran.returned));
+        into_result(ran.failures)
     }
 
     fn after_restore(&self, _parent: &Context) -> Result<(), ResourceError> {
-        into_result(self.run_after())
+        let Some((plan, returned)) = self.driven.lock().take() else {
+            return Ok(());
+        };
+        let order: Vec<usize> = returned.into_iter().rev().collect();
+        into_result(run_inline(&plan, &order, Some(self), Phase::AfterRestore).failures)
     }
 
     fn name(&self) -> String {

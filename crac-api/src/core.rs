@@ -1,6 +1,9 @@
 //! [`Core`]: the checkpoint protocol around the engine.
 
 use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use once_cell::sync::Lazy;
@@ -9,8 +12,10 @@ use parking_lot::Mutex;
 use crate::engine::{SelectError, select_engine};
 use crate::management::STATE;
 use crate::outcome::Restored;
+use crate::plan;
 use crate::{
-    CheckpointError, CheckpointOptions, EngineOutcome, GlobalContext, Management, Outcome,
+    CheckpointError, CheckpointOptions, EngineError, EngineErrorKind, EngineOutcome, GlobalContext,
+    Management, Outcome, Phase,
 };
 
 static GLOBAL: Lazy<GlobalContext> = Lazy::new(GlobalContext::new);
@@ -22,6 +27,36 @@ thread_local! {
     /// Set while this thread runs a checkpoint, so a hook that calls back in gets an error
     /// instead of deadlocking on [`CHECKPOINT_LOCK`].
     static IN_CHECKPOINT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks a `crac-hooks` worker thread: a hook on it that calls back in gets
+/// [`CheckpointError::Recursive`] as it would on the checkpointing thread.
+pub(crate) fn mark_hook_thread() {
+    IN_CHECKPOINT.with(|c| c.set(true));
+}
+
+/// The hook timeout set by [`Core::set_hook_timeout`], in nanoseconds (0: not set).
+static HOOK_TIMEOUT_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The environment variable that sets the default hook timeout, in seconds.
+pub const HOOK_TIMEOUT_ENV: &str = "CRAC_HOOK_TIMEOUT";
+const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn env_hook_timeout() -> Duration {
+    static FROM_ENV: Lazy<Duration> = Lazy::new(|| match std::env::var(HOOK_TIMEOUT_ENV) {
+        Err(_) => DEFAULT_HOOK_TIMEOUT,
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Duration::from_secs_f64(s),
+            _ => {
+                tracing::warn!(
+                    value = %v,
+                    "{HOOK_TIMEOUT_ENV} is not a number of seconds; using the default 60 s"
+                );
+                DEFAULT_HOOK_TIMEOUT
+            }
+        },
+    });
+    *FROM_ENV
 }
 
 struct InCheckpoint;
@@ -44,6 +79,26 @@ impl Drop for InCheckpoint {
 pub struct Core;
 
 impl Core {
+    /// Sets how long one hook may take (default 60 s, or `CRAC_HOOK_TIMEOUT` seconds) before
+    /// its resource counts as failed: the checkpoint is then aborted and every other resource
+    /// notified gets `after_restore`; the error names the resource ([`HookTimedOut`]).
+    /// A registration can set its own ([`Context::register_with_timeout`]).
+    ///
+    /// [`HookTimedOut`]: crate::HookTimedOut
+    /// [`Context::register_with_timeout`]: crate::Context::register_with_timeout
+    pub fn set_hook_timeout(timeout: Duration) {
+        let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX).max(1);
+        HOOK_TIMEOUT_NS.store(ns, Ordering::Relaxed);
+    }
+
+    /// The default hook timeout now in force.
+    pub fn hook_timeout() -> Duration {
+        match HOOK_TIMEOUT_NS.load(Ordering::Relaxed) {
+            0 => env_hook_timeout(),
+            ns => Duration::from_nanos(ns),
+        }
+    }
+
     /// The process-wide context, with one level per [`Priority`](crate::Priority).
     pub fn global_context() -> &'static GlobalContext {
         &GLOBAL
@@ -78,16 +133,31 @@ impl Core {
         let span = tracing::info_span!("checkpoint", engine = engine.name());
         let _span = span.enter();
         let started = Instant::now();
-        let global = Self::global_context();
+        let timeout = Self::hook_timeout();
+        let plan = Arc::new(Self::global_context().plan());
+        let all: Vec<usize> = (0..plan.steps.len()).collect();
 
-        let mut failures = {
+        let (mut failures, notified) = {
             let _s = tracing::info_span!("before_checkpoint").entered();
             let t = Instant::now();
-            let f = global.run_before();
+            let ran = plan::run_bounded(&plan, all, Phase::BeforeCheckpoint, timeout);
+            tracing::info!(
+                elapsed_ms = ms(t.elapsed()),
+                failed = ran.failures.len(),
+                "before_checkpoint done"
+            );
+            (ran.failures, ran.returned)
+        };
+        // after_restore: every resource whose before_checkpoint returned, in reverse order.
+        let run_after = || {
+            let _s = tracing::info_span!("after_restore").entered();
+            let t = Instant::now();
+            let order: Vec<usize> = notified.iter().rev().copied().collect();
+            let f = plan::run_bounded(&plan, order, Phase::AfterRestore, timeout).failures;
             tracing::info!(
                 elapsed_ms = ms(t.elapsed()),
                 failed = f.len(),
-                "before_checkpoint done"
+                "after_restore done"
             );
             f
         };
@@ -96,7 +166,7 @@ impl Core {
                 failed = failures.len(),
                 "before_checkpoint failed; no image taken"
             );
-            failures.extend(run_after(global));
+            failures.extend(run_after());
             finish(started);
             return Err(CheckpointError::Resources {
                 outcome: None,
@@ -113,7 +183,14 @@ impl Core {
         let result = {
             let _s = tracing::info_span!("snapshot", generation).entered();
             let t = Instant::now();
-            let r = engine.checkpoint(options);
+            // An engine that panics must not skip after_restore: it becomes an error.
+            let r =
+                catch_unwind(AssertUnwindSafe(|| engine.checkpoint(options))).unwrap_or_else(|p| {
+                    Err(EngineError::new(
+                        EngineErrorKind::Other,
+                        format!("the {} engine panicked: {}", engine.name(), panic_text(&*p)),
+                    ))
+                });
             tracing::info!(
                 elapsed_ms = ms(t.elapsed()),
                 ok = r.is_ok(),
@@ -125,7 +202,7 @@ impl Core {
             Err(error) => {
                 STATE.lock().generation -= 1;
                 tracing::warn!(%error, "engine did not take the image");
-                let failures = run_after(global);
+                let failures = run_after();
                 finish(started);
                 return Err(CheckpointError::Engine { error, failures });
             }
@@ -161,7 +238,7 @@ impl Core {
             }
         };
 
-        let failures = run_after(global);
+        let failures = run_after();
         finish(started);
         if failures.is_empty() {
             Ok(outcome)
@@ -184,16 +261,12 @@ impl Core {
     }
 }
 
-fn run_after(global: &GlobalContext) -> Vec<crate::ResourceFailure> {
-    let _s = tracing::info_span!("after_restore").entered();
-    let t = Instant::now();
-    let f = global.run_after();
-    tracing::info!(
-        elapsed_ms = ms(t.elapsed()),
-        failed = f.len(),
-        "after_restore done"
-    );
-    f
+/// The message of a panic payload.
+pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
 }
 
 fn finish(started: Instant) {

@@ -1,6 +1,7 @@
 //! Errors of a checkpoint: every resource's failure with its name, the engine's refusal, misuse.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::{EngineError, Outcome, ResourceError};
 
@@ -43,6 +44,33 @@ impl fmt::Display for ResourceFailure {
         )
     }
 }
+
+/// A hook that did not return within its timeout: the error of its [`ResourceFailure`]. The
+/// hook was left running on its own thread (a thread cannot be stopped from outside); its
+/// resource does not get `after_restore` for that cycle, and the next checkpoint calls it
+/// again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HookTimedOut {
+    /// The hook.
+    pub phase: Phase,
+    /// The timeout it overran.
+    pub after: Duration,
+}
+
+impl fmt::Display for HookTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} did not return within {:.1} s (the hook timeout: Core::set_hook_timeout, \
+             CRAC_HOOK_TIMEOUT or register_with_timeout); it was left running and counts as \
+             failed",
+            self.phase,
+            self.after.as_secs_f64()
+        )
+    }
+}
+
+impl std::error::Error for HookTimedOut {}
 
 /// The error a [`Context`](crate::Context) returns when some of its resources failed; the core
 /// flattens it, so nested failures reach the user with their full path.

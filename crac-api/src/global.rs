@@ -2,8 +2,9 @@
 //! registered at compile time.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::error::ResourceFailure;
+use crate::plan::{Owner, Plan};
 use crate::{Context, Resource};
 
 /// Where a resource sits in the global order.
@@ -104,6 +105,17 @@ impl GlobalContext {
         self.levels[Priority::Application.index()].register(resource);
     }
 
+    /// Registers at the given level, held weakly, with its own hook timeout (see
+    /// [`Context::register_with_timeout`]).
+    pub fn register_with_timeout<R: Resource + 'static>(
+        &self,
+        resource: &Arc<R>,
+        priority: Priority,
+        timeout: Duration,
+    ) {
+        self.levels[priority.index()].register_with_timeout(resource, timeout);
+    }
+
     /// Registers at the given level, held weakly.
     pub fn register_with_priority<R: Resource + 'static>(
         &self,
@@ -128,21 +140,13 @@ impl GlobalContext {
         self.len() == 0
     }
 
-    pub(crate) fn run_before(&self) -> Vec<ResourceFailure> {
-        let mut failures = Vec::new();
+    /// Every live resource of every level, in `before_checkpoint` order.
+    pub(crate) fn plan(&'static self) -> Plan {
+        let mut plan = Plan::default();
         for p in Priority::ALL {
-            let _s = tracing::debug_span!("level", priority = p.label()).entered();
-            failures.extend(self.levels[p.index()].run_before());
+            let ctx = &self.levels[p.index()];
+            ctx.plan_into(&Owner::Static(ctx), "", &mut plan);
         }
-        failures
-    }
-
-    pub(crate) fn run_after(&self) -> Vec<ResourceFailure> {
-        let mut failures = Vec::new();
-        for p in Priority::ALL.into_iter().rev() {
-            let _s = tracing::debug_span!("level", priority = p.label()).entered();
-            failures.extend(self.levels[p.index()].run_after());
-        }
-        failures
+        plan
     }
 }

@@ -36,6 +36,7 @@ mod error;
 mod global;
 mod management;
 mod outcome;
+mod plan;
 mod resource;
 
 pub use crate::context::Context;
@@ -44,7 +45,7 @@ pub use crate::engine::{
     CheckpointMode, CheckpointOptions, Engine, EngineError, EngineErrorKind, EngineOutcome,
     EngineRegistration, RestoreData,
 };
-pub use crate::error::{CheckpointError, ContextFailures, Phase, ResourceFailure};
+pub use crate::error::{CheckpointError, ContextFailures, HookTimedOut, Phase, ResourceFailure};
 pub use crate::global::{GlobalContext, Priority, StaticResource};
 pub use crate::management::Management;
 pub use crate::outcome::{Outcome, Restored};

@@ -23,6 +23,7 @@ pub enum Mode {
     Restored = 1,
     Fail = 2,
     Continued = 3,
+    Panic = 4,
 }
 
 pub fn set_mode(m: Mode) {
@@ -51,6 +52,7 @@ impl Engine for ScriptedEngine {
             3 => Ok(EngineOutcome::Continued {
                 image_dir: "/images/test".into(),
             }),
+            4 => panic!("scripted engine panic"),
             _ => Err(EngineError::new(
                 EngineErrorKind::Snapshot,
                 "scripted failure",
