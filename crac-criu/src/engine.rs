@@ -255,7 +255,11 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
             ));
         }
         let mut buf = vec![0u8; 64 * 1024];
-        let n = sys::recv(&mine, &mut buf).map_err(|e| io_err("read criu's reply", e))?;
+        // A CRIU that was stopped closes its end: 0 bytes, or ECONNRESET for a packet socket.
+        let n = match sys::recv(&mine, &mut buf) {
+            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => 0,
+            r => r.map_err(|e| io_err("read criu's reply", e))?,
+        };
         if n == 0 {
             let why = helper::read_status(&status, Duration::from_secs(10));
             let what = match why.strip_prefix("timeout ") {

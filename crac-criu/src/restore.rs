@@ -208,6 +208,7 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     check_build(&meta)?;
     let criu = criu::find()?;
     criu::check_privileges()?;
+    let timeout = crate::helper::criu_timeout()?;
     if !opts.pidns {
         wait_pids_free(&meta, opts.pid_wait, note)?;
     }
@@ -336,7 +337,15 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     };
 
     let Some(status) = status else {
-        let st = child.wait().map_err(|e| io_err("wait for criu", e))?;
+        let Some(st) = wait_bounded(&mut child, timeout).map_err(|e| io_err("wait for criu", e))?
+        else {
+            fs::remove_file(&pidfile).ok();
+            return Err(fail(format!(
+                "criu restore did not finish within {:.0} s ({}) and was stopped",
+                timeout.as_secs_f64(),
+                crate::helper::TIMEOUT_ENV
+            )));
+        };
         let ns = fs::read_to_string(&pidfile).ok();
         fs::remove_file(&pidfile).ok();
         if !st.success() {
@@ -354,7 +363,7 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     };
 
     // --pidns: the init says when criu is done, and how it went.
-    match pidns::read_report(status, Duration::from_secs(120)) {
+    match pidns::read_report(status, timeout) {
         Some(InitReport::Restored(ns_pid)) => Ok(Restore {
             pid: host_pid(child.id() as i32, ns_pid),
             ns_pid: Some(ns_pid),
@@ -370,8 +379,31 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
             let _ = child.kill();
             let _ = child.wait();
             fs::remove_file(&pidfile).ok();
-            Err(fail("criu restore did not finish in 120 s".into()))
+            Err(fail(format!(
+                "criu restore did not finish within {:.0} s ({}) and was stopped",
+                timeout.as_secs_f64(),
+                crate::helper::TIMEOUT_ENV
+            )))
         }
+    }
+}
+
+/// Waits for `child` at most `timeout`; kills it when it overruns (`None`).
+fn wait_bounded(
+    child: &mut Child,
+    timeout: Duration,
+) -> std::io::Result<Option<std::process::ExitStatus>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok(Some(st));
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 

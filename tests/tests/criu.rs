@@ -490,6 +490,24 @@ fn each_error_names_its_cause_and_the_process_goes_on() {
         "{out}"
     );
 
+    // A criu that never finishes the dump: stopped after CRAC_CRIU_TIMEOUT, the process goes on.
+    let hangs = fake_criu(
+        &dir,
+        "hanging-criu",
+        "case \"$1\" in --version) echo 'Version: 4.2.1';; *) exec sleep 1000;; esac",
+    );
+    let t = Instant::now();
+    let out = outcome_of(
+        &img,
+        &[("CRAC_CRIU", &hangs), ("CRAC_CRIU_TIMEOUT", "2")],
+        None,
+    );
+    assert!(
+        out.contains("criu did not finish the dump within 2 s (CRAC_CRIU_TIMEOUT) and was stopped"),
+        "{out}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+
     // criu too old.
     let old = fake_criu(&dir, "old-criu", "echo 'Version: 3.17.1'");
     let out = outcome_of(&img, &[("CRAC_CRIU", &old)], None);
@@ -593,6 +611,46 @@ fn each_error_names_its_cause_and_the_process_goes_on() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("is not a crac image"), "{err}");
+}
+
+#[test]
+fn a_hook_that_never_returns_fails_the_checkpoint_by_name_and_the_next_one_is_taken() {
+    let dir = TempDir::new("hang");
+    let img = dir.join("image");
+    let mut p = Proc::spawn(
+        "criu_app",
+        &mut app(
+            &img,
+            &[
+                ("APP_HANG_ONCE", "1"),
+                ("CRAC_HOOK_TIMEOUT", "1.5"),
+                ("CRAC_CHECKPOINT_MODE", "leave-running"),
+                ("APP_LOOP", "2"),
+                ("APP_STAY_MS", "0"),
+            ],
+        ),
+    );
+    p.expect("hook=hanging", T);
+    let first = p.expect("outcome=", T);
+    assert_eq!(must(&first, "outcome"), "error", "{first}");
+    assert!(
+        first.contains(
+            "hangs-once failed in before_checkpoint: before_checkpoint did not return \
+                        within 1.5 s"
+        ),
+        "{first}"
+    );
+    // The other resource got both hooks; no image was taken.
+    assert_eq!(
+        (must(&first, "before"), must(&first, "after")),
+        ("1", "1"),
+        "{first}"
+    );
+    let second = p.expect("outcome=", T);
+    assert_eq!(must(&second, "outcome"), "continued", "{second}");
+    assert_eq!(must(&second, "gen"), "1", "{second}");
+    p.expect("exit", T);
+    assert!(p.wait(T).success());
 }
 
 #[test]

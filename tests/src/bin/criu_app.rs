@@ -9,6 +9,8 @@
 //!   closes it in `before_checkpoint` only from the second attempt on.
 //! - `APP_LISTEN=1`: hold a listening TCP socket; after the checkpoint, serve one connection.
 //! - `APP_OPEN_FILE=PATH`: hold PATH open for writing (not appending) across the checkpoint.
+//! - `APP_HANG_ONCE=1`: also register a resource (`hangs-once`) whose first `before_checkpoint`
+//!   never returns.
 //! - `APP_LOOP=N`: take N checkpoints in a row (for leave-running), one `outcome=` line each.
 //! - `APP_STAY_MS` (default 300): how long to keep running after the checkpoint returned; a
 //!   restorer may override it for a copy with `crac restore --env APP_STAY_MS=…`.
@@ -99,6 +101,29 @@ impl Resource for App {
     }
 }
 
+/// Its first `before_checkpoint` (when armed) never returns.
+struct HangOnce(AtomicBool);
+
+impl Resource for HangOnce {
+    fn before_checkpoint(&self, _: &Context) -> Result<(), ResourceError> {
+        if self.0.swap(false, Ordering::SeqCst) {
+            say("hook=hanging");
+            loop {
+                std::thread::park();
+            }
+        }
+        Ok(())
+    }
+
+    fn after_restore(&self, _: &Context) -> Result<(), ResourceError> {
+        Ok(())
+    }
+
+    fn name(&self) -> String {
+        "hangs-once".into()
+    }
+}
+
 fn env_flag(k: &str) -> bool {
     std::env::var(k).is_ok_and(|v| v == "1")
 }
@@ -176,6 +201,8 @@ fn main() {
         close_conn: AtomicBool::new(false),
     });
     Core::global_context().register(&app);
+    let hang = Arc::new(HangOnce(AtomicBool::new(env_flag("APP_HANG_ONCE"))));
+    Core::global_context().register(&hang);
 
     let mut peer = None;
     if env_flag("APP_CONNECT") {
