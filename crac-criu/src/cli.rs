@@ -13,7 +13,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::restore::{self, RestoreOptions};
 use crate::{control, criu};
@@ -180,89 +180,28 @@ fn cmd_checkpoint(args: &[String], term: &mut Term<'_>) -> Result<i32, String> {
         i += 1;
     }
     let pid = pid.ok_or_else(|| format!("checkpoint needs a pid\n{USAGE}"))?;
-    if !restore::alive(pid) {
-        return Err(format!("no running process {pid}"));
-    }
-    control::ensure_control_dir().map_err(|e| e.to_string())?;
-    let token = std::process::id() as i32;
-    let req = control::control_file(pid, token, "req");
-    let ack = control::control_file(pid, token, "ack");
-    let res = control::control_file(pid, token, "res");
-    let mut text = String::new();
-    if let Some(m) = mode {
-        text.push_str(&format!("mode={m}\n"));
-    }
-    if let Some(d) = &dir {
-        let abs = std::path::absolute(d).map_err(|e| format!("{d}: {e}"))?;
-        text.push_str(&format!("dir={}\n", abs.display()));
-    }
-    control::write_control_file(&req, &text).map_err(|e| format!("{}: {e}", req.display()))?;
-    restore::send_checkpoint_signal(pid, token).map_err(|e| e.to_string())?;
-    let started = Instant::now();
-    let cleanup = || {
-        for p in [&req, &ack, &res] {
-            std::fs::remove_file(p).ok();
-        }
+    let dir = match dir {
+        Some(d) => Some(std::path::absolute(&d).map_err(|e| format!("{d}: {e}"))?),
+        None => None,
     };
-    loop {
-        if let Ok(t) = std::fs::read_to_string(&res) {
-            cleanup();
-            let mut lines = t.lines();
-            let status = lines.next().unwrap_or("");
-            let rest: Vec<&str> = lines.collect();
-            if status == "ok" {
-                term.say(&format!("pid {pid}: {}", rest.join("\n")));
-                return Ok(0);
-            }
+    let req = control::Request { mode, dir, timeout };
+    match control::request(pid, &req)? {
+        control::Answer::Answered(true, text) => {
+            term.say(&format!("pid {pid}: {text}"));
+            Ok(0)
+        }
+        control::Answer::Answered(false, text) => {
+            term.say(&format!("pid {pid} did not checkpoint: {text}"));
+            Ok(1)
+        }
+        control::Answer::Stopped(d) => {
             term.say(&format!(
-                "pid {pid} did not checkpoint: {}",
-                rest.join("\n")
+                "pid {pid} checkpointed to {} and stopped",
+                d.display()
             ));
-            return Ok(1);
+            term.print(&d.display().to_string());
+            Ok(0)
         }
-        if !restore::alive(pid) {
-            let dir = std::fs::read_to_string(&ack).ok().and_then(|t| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix("dir=").map(str::to_owned))
-            });
-            cleanup();
-            // The process is gone; its dump helper may still be sealing the image.
-            if let Some(d) = dir
-                .as_ref()
-                .and_then(|d| crate::dir::Dir::open(d.as_ref()).ok())
-            {
-                crate::manifest::wait_sealed(&d, Duration::from_secs(120))
-                    .map_err(|e| e.to_string())?;
-            }
-            return match dir {
-                Some(d)
-                    if PathBuf::from(&d)
-                        .join(crate::manifest::MANIFEST_FILE)
-                        .exists() =>
-                {
-                    term.say(&format!("pid {pid} checkpointed to {d} and stopped"));
-                    term.print(&d);
-                    Ok(0)
-                }
-                Some(d) => Err(format!(
-                    "pid {pid} exited during the checkpoint and {d} holds no complete, sealed \
-                     image"
-                )),
-                None => Err(format!(
-                    "pid {pid} exited without taking the request: is it a crac-criu program \
-                     (`use crac_criu as _;`)? A program without the handler dies of the signal"
-                )),
-            };
-        }
-        if started.elapsed() > timeout {
-            cleanup();
-            return Err(format!(
-                "pid {pid} did not answer within {:.0}s: is it a crac-criu program (`use \
-                 crac_criu as _;`) with CRAC_CHECKPOINT_SIGNAL unset?",
-                timeout.as_secs_f64()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -263,7 +263,22 @@ impl Dir {
 
     /// Creates (`0700`) or opens the subdirectory `name`, refusing a symlink.
     pub fn subdir(&self, name: &str) -> io::Result<Dir> {
-        let fd = mkdir_open(&self.fd, name, 0o700).map_err(|e| explain(Some(&self.fd), name, e))?;
+        self.subdir_mode(name, 0o700)
+    }
+
+    /// Creates (`mode`, less the umask) or opens the subdirectory `name`, refusing a symlink.
+    pub fn subdir_mode(&self, name: &str, mode: u32) -> io::Result<Dir> {
+        let fd = mkdir_open(&self.fd, name, mode).map_err(|e| explain(Some(&self.fd), name, e))?;
+        Ok(Dir {
+            fd,
+            path: self.path.join(name),
+        })
+    }
+
+    /// Opens the existing subdirectory `name`, refusing a symlink.
+    pub fn open_subdir(&self, name: &str) -> io::Result<Dir> {
+        let fd = sys::openat(&self.fd, name, DIR_FLAGS, 0)
+            .map_err(|e| explain(Some(&self.fd), name, e))?;
         Ok(Dir {
             fd,
             path: self.path.join(name),

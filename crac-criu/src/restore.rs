@@ -474,12 +474,6 @@ pub fn reap_orphans() {
     while let Ok(Some(_)) = sys::try_wait_any() {}
 }
 
-/// Sends `SIGRTMIN+6` with `token` to `pid` (see [`crate::control`]).
-pub fn send_checkpoint_signal(pid: i32, token: i32) -> Result<(), Error> {
-    sys::sigqueue(pid, crate::control::request_signal(), token)
-        .map_err(|e| Error::new(ErrorKind::Config, format!("cannot signal pid {pid}: {e}")))
-}
-
 /// Whether `pid` is alive (not a zombie).
 pub fn alive(pid: i32) -> bool {
     pid_state(pid).is_some_and(|s| s.0 != 'Z' && s.0 != 'X')

@@ -421,6 +421,84 @@ pub fn renameat(dir: &impl AsRawFd, from: &str, to: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// `fchown(fd, uid, gid)`.
+pub fn fchown(fd: &impl AsRawFd, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: plain values.
+    cvt(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
+    Ok(())
+}
+
+/// `fchmod(fd, mode)`.
+pub fn fchmod(fd: &impl AsRawFd, mode: u32) -> io::Result<()> {
+    // SAFETY: plain values.
+    cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) })?;
+    Ok(())
+}
+
+/// `pidfd_open(pid, 0)`: a descriptor that refers to this very process, whatever happens to
+/// its pid later.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: the syscall takes plain values.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else (pidfds are close-on-exec).
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// The kernel's `siginfo_t` as `sigqueue` fills it (`SI_QUEUE`), for `pidfd_send_signal`:
+/// signo, errno, code, then (8-aligned) pid, uid and the value; 128 bytes in all.
+#[repr(C)]
+struct QueueInfo {
+    signo: i32,
+    errno: i32,
+    code: i32,
+    _pad: i32,
+    pid: i32,
+    uid: u32,
+    value: u64,
+    _rest: [u64; 12],
+}
+
+const _: () = assert!(std::mem::size_of::<QueueInfo>() == 128);
+
+/// Sends `sig` with the integer `value` (as `sigqueue` does) to the process of `pidfd`.
+pub fn pidfd_sigqueue(pidfd: &impl AsRawFd, sig: i32, value: i32) -> io::Result<()> {
+    let info = QueueInfo {
+        signo: sig,
+        errno: 0,
+        code: libc::SI_QUEUE,
+        _pad: 0,
+        // SAFETY: getpid and getuid cannot fail and take no arguments.
+        pid: unsafe { libc::getpid() },
+        // SAFETY: as above.
+        uid: unsafe { libc::getuid() },
+        value: value as u32 as u64,
+        _rest: [0; 12],
+    };
+    // SAFETY: `info` is a valid 128-byte siginfo for the kernel to copy.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            &info as *const QueueInfo,
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether the process of `pidfd` still runs: a pidfd turns readable when its process ends
+/// (a zombie not yet reaped has ended too, though it still takes signals).
+pub fn pidfd_alive(pidfd: &impl AsRawFd) -> bool {
+    matches!(poll_readable(pidfd, 0), Ok(false))
+}
+
 /// `flock(fd, op)`; `Ok(false)` when `LOCK_NB` was given and the lock is held elsewhere.
 pub fn flock(fd: &impl AsRawFd, op: i32) -> io::Result<bool> {
     loop {
@@ -524,16 +602,6 @@ pub fn new_session() -> io::Result<()> {
 pub fn euid() -> u32 {
     // SAFETY: geteuid cannot fail and takes no arguments.
     unsafe { libc::geteuid() }
-}
-
-/// Sends signal `sig` with integer payload `value` to `pid` (`sigqueue`).
-pub fn sigqueue(pid: i32, sig: i32, value: i32) -> io::Result<()> {
-    let val = libc::sigval {
-        sival_ptr: value as isize as *mut libc::c_void,
-    };
-    // SAFETY: sigqueue takes plain values; the union member is a pointer-sized integer.
-    cvt(unsafe { libc::sigqueue(pid, sig, val) })?;
-    Ok(())
 }
 
 /// Sends a plain signal.

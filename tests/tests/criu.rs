@@ -366,6 +366,37 @@ fn crac_checkpoint_pid_checkpoints_a_running_program() {
 }
 
 #[test]
+fn crac_checkpoint_never_signals_a_process_without_the_handler() {
+    // The listener is off: the signal would kill the program. Refused, and it runs on.
+    let dir = TempDir::new("nohandler");
+    let img = dir.join("image");
+    let mut p = Proc::spawn(
+        "criu_app",
+        &mut app(
+            &img,
+            &[("APP_TRIGGER", "external"), ("CRAC_CHECKPOINT_SIGNAL", "0")],
+        ),
+    );
+    let pid: i32 = must(&p.expect("ready ", T), "pid").parse().unwrap();
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    for target in [pid, sleeper.id() as i32] {
+        let o = crac(&["checkpoint", &target.to_string()]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("process {target} has no handler"))
+                && err.contains("it was not signalled"),
+            "{err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(alive(target), "pid {target} must still run");
+    }
+    assert!(!img.exists(), "no image");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}
+
+#[test]
 fn a_log_file_that_grew_after_the_dump_does_not_break_the_restore() {
     let dir = TempDir::new("logfile");
     let img = dir.join("image");
