@@ -404,6 +404,9 @@ impl ConsumerNetworkThread {
     }
 
     fn fail_checkpoint(&mut self, detail: String) {
+        if !matches!(self.phase, Phase::Draining { .. }) {
+            return;
+        }
         self.coordinator.suspend(false);
         if let Phase::Draining { reply, .. } = std::mem::replace(&mut self.phase, Phase::Running) {
             tracing::warn!(%detail, "checkpoint: failed; the consumer goes on");

@@ -233,6 +233,9 @@ impl Sender {
     /// A restore (the checkpoint is over, failed or not) while still draining: the caller
     /// gave up waiting for the drain; the producer runs on as before.
     fn abandon_drain(&mut self) {
+        if !matches!(self.phase, Phase::Draining { .. }) {
+            return; // drained (Checkpointed: the restore takes over) or never asked to
+        }
         if let Phase::Draining { reply, .. } = std::mem::replace(&mut self.phase, Phase::Running) {
             tracing::warn!("checkpoint: over before the drain finished; the producer goes on");
             self.acc.set_drain_all(false);
