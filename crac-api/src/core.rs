@@ -215,6 +215,9 @@ impl Core {
                 image_dir,
             },
             Ok(EngineOutcome::Restored(data)) => {
+                // First of all in the copy: its own nonce and a new epoch, so that every
+                // after_restore (and every generator guarded by a ReseedGuard) draws afresh.
+                crate::uniqueness::on_restore();
                 let restore_time = SystemTime::now();
                 let frozen = restore_time
                     .duration_since(snapshot_wall)

@@ -38,6 +38,7 @@ mod management;
 mod outcome;
 mod plan;
 mod resource;
+pub mod uniqueness;
 
 pub use crate::context::Context;
 pub use crate::core::Core;
@@ -50,6 +51,7 @@ pub use crate::global::{GlobalContext, Priority, StaticResource};
 pub use crate::management::Management;
 pub use crate::outcome::{Outcome, Restored};
 pub use crate::resource::{Resource, ResourceError};
+pub use crate::uniqueness::{ReseedGuard, os_random, os_random_u64, restore_epoch, restore_nonce};
 
 #[doc(hidden)]
 pub use inventory;

@@ -28,6 +28,22 @@ pub enum ProduceError {
         /// For what: topic metadata, buffer memory, the end of a checkpoint.
         waiting_for: Arc<str>,
     },
+    /// `send()` was waiting (for the end of a checkpoint, topic metadata or buffer memory)
+    /// when a checkpoint image was taken, and this process is a copy restored from that image:
+    /// the record was not sent. Every copy of the image gets this error for the same record,
+    /// so none of them duplicates it; the original, when it runs on (leave-running or aborted
+    /// checkpoint), sends it. Send it again from a copy only if it is meant once per copy. To
+    /// never see this, stop the sending loop in an application-level resource before the
+    /// checkpoint (the org.crac quiesce pattern; see the README).
+    #[error(
+        "record not sent: this process is a copy restored from a checkpoint image taken while \
+         send() waited ({} ms); every copy gets this error for the record, the original sends it",
+        .waited.as_millis()
+    )]
+    RestoredWhileWaiting {
+        /// How long it waited, from its first wait to the restore.
+        waited: Duration,
+    },
     /// The record was not acknowledged within `delivery.timeout.ms`.
     #[error("record for {topic}-{partition} expired after delivery.timeout.ms={} ms{}", .after.as_millis(), last_error_suffix(.last_error))]
     DeliveryTimeout {

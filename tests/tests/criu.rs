@@ -166,6 +166,7 @@ fn leave_running_goes_on_and_three_copies_run_beside_it() {
         })
         .collect();
     let mut host_pids = Vec::new();
+    let mut outs = Vec::new();
     for (i, c) in copies.iter_mut().enumerate() {
         let line = c.expect("stderr: crac: restored pid ", T);
         let host: i32 = line
@@ -188,7 +189,17 @@ fn leave_running_goes_on_and_three_copies_run_beside_it() {
             "copy {i} got its configuration: {out}"
         );
         host_pids.push(host);
+        outs.push(out);
     }
+    // Each clone drew its own nonce and re-seeded its guarded generator; the generator
+    // whose state the image copied draws the same numbers in all three.
+    let field_of =
+        |k: &str| -> Vec<String> { outs.iter().map(|o| must(o, k).to_owned()).collect() };
+    let distinct = |v: &[String]| v.iter().collect::<std::collections::HashSet<_>>().len();
+    assert_eq!(distinct(&field_of("nonce")), 3, "{outs:?}");
+    assert_eq!(field_of("nonce")[0].len(), 64, "{outs:?}");
+    assert_eq!(distinct(&field_of("reseeded")), 3, "{outs:?}");
+    assert_eq!(distinct(&field_of("copied")), 1, "{outs:?}");
     // All three and the original are alive at the same moment.
     for &h in &host_pids {
         assert!(alive(h), "copy {h} runs");

@@ -366,3 +366,100 @@ fn a_broker_down_during_the_drain_fails_the_checkpoint_and_loses_nothing() {
     let last: u64 = must(&done, "last_seq").parse().unwrap();
     verify(&k, topic, &[("a", 0..last)]);
 }
+
+/// The partitions a clone's records went to, in the order it sent them, runs collapsed.
+fn partition_runs(records: &[crac_tests::kafka::ConsumedRecord], instance: &str) -> Vec<i32> {
+    let mut mine: Vec<(u64, i32)> = records
+        .iter()
+        .filter_map(|r| {
+            let (i, seq) = r.value.as_deref()?.split_once(':')?;
+            (i == instance).then(|| (seq.parse().unwrap(), r.partition))
+        })
+        .collect();
+    mine.sort_unstable();
+    let mut runs: Vec<i32> = mine.into_iter().map(|(_, p)| p).collect();
+    runs.dedup();
+    runs
+}
+
+#[test]
+fn three_clones_of_an_unquiesced_keyless_service_send_no_record_twice() {
+    // The sending loop is not quiesced: at the image one send() waits for the checkpoint to
+    // end. In each restored copy that send() fails, typed ("record not sent"), so no copy
+    // sends the record the others would send too; each copy's sticky partitioner draws its
+    // own generator, so their keyless records go their own ways.
+    let k = kafka3();
+    let topic = "clones-unquiesced";
+    k.create_topic(topic, 6, 3);
+    let dir = TempDir::new("clones3");
+    let img = dir.join("image");
+    let mut s = service(
+        k,
+        topic,
+        &img,
+        &[
+            ("SVC_QUIESCE", "0"),
+            ("SVC_KEYLESS", "1"),
+            ("SVC_PROPS", "batch.size=1024"),
+        ],
+    );
+    wait_acked(&mut s, 200, T);
+    let (code, text) = checkpoint(s.pid());
+    assert_eq!(code, 0, "{text}");
+    s.wait(T);
+    let names = ["b", "c", "d"];
+    let mut clones: Vec<Proc> = names
+        .iter()
+        .map(|n| {
+            let instance = format!("SVC_INSTANCE={n}");
+            restore(
+                &img,
+                &["--pidns", "--env", &instance, "--env", "SVC_FINAL=300"],
+                &format!("clone {n}"),
+            )
+        })
+        .collect();
+    let mut blocked = Vec::new();
+    let mut acked = Vec::new();
+    for p in &mut clones {
+        p.expect("restored ", T);
+        let e = p.expect("send_error ", T);
+        assert!(e.contains("record not sent"), "{e}");
+        blocked.push(must(&e, "seq").parse::<u64>().unwrap());
+        let done = p.expect("done ", T);
+        assert_eq!(must(&done, "errors"), "1", "only that send failed: {done}");
+        acked.push(must(&done, "acked").parse::<u64>().unwrap());
+        p.wait(T);
+    }
+    assert!(
+        blocked.iter().all(|b| *b == blocked[0]),
+        "the same send() waited in every copy: {blocked:?}"
+    );
+    // The original had every record before the waiting one acknowledged (the drain), and the
+    // acknowledgement counter is in the image: each copy acknowledged its own on top.
+    let from = blocked[0];
+    let total = from + acked.iter().map(|a| a - from).sum::<u64>();
+    let records = k.consume_all(topic, total as usize, T);
+    let mut seen = HashSet::new();
+    for r in &records {
+        let v = r.value.clone().unwrap_or_default();
+        assert!(seen.insert(v.clone()), "record {v} is in the topic twice");
+    }
+    assert_eq!(
+        records.len() as u64,
+        total,
+        "every acknowledged record, once"
+    );
+    assert!(
+        !seen.contains(&format!("a:{from}")),
+        "the waiting record was sent by none"
+    );
+    let runs: Vec<Vec<i32>> = names.iter().map(|n| partition_runs(&records, n)).collect();
+    for r in &runs {
+        assert!(r.len() >= 5, "the sticky partitioner moved on: {runs:?}");
+    }
+    assert!(
+        runs[0] != runs[1] && runs[1] != runs[2] && runs[0] != runs[2],
+        "each copy's keyless records follow their own partitions: {runs:?}"
+    );
+}

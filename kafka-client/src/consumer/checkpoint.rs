@@ -8,12 +8,11 @@
 //! `KAFKA_GROUP_INSTANCE_ID`: `crac restore DIR --env KAFKA_GROUP_INSTANCE_ID=worker-7`),
 //! for deployments that give each restored copy its own stable identity; without one, by
 //! `<configured id>-crac<generation>-<8 random hex digits>`, unique per restore (the random part
-//! is read from `/dev/urandom` after the restore, so clones differ). Either way the old static
+//! is drawn from the operating system after the restore, so clones differ). Either way the old static
 //! member left the group before the image, so no one is fenced.
 
-use std::io::Read;
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use crac_api::{Context, Core, Resource, ResourceError};
 
@@ -55,20 +54,9 @@ pub(crate) fn instance_id_after_restore(configured: &str, var: &str) -> String {
     format!("{configured}-crac{}-{:08x}", m.generation(), random_u32())
 }
 
+/// Drawn from the operating system now, never from state the image holds.
 fn random_u32() -> u32 {
-    let mut b = [0u8; 4];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_ok()
-    {
-        return u32::from_ne_bytes(b);
-    }
-    // No /dev/urandom: the wall clock's nanoseconds and the pid still differ between most
-    // copies (std's RandomState would not: its keys live in the image).
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    nanos ^ std::process::id().rotate_left(16)
+    crac_api::os_random_u64() as u32
 }
 
 impl Resource for ConsumerInner {

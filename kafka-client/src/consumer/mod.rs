@@ -449,11 +449,17 @@ impl Consumer {
     }
 
     fn poll_until(&self, deadline: Instant) -> Result<ConsumerRecords, ConsumerError> {
+        // A poll() that waits across a checkpoint returns nothing in the restored copies: what
+        // it would return is the copy's to fetch again, from the positions it resumes at.
+        let epoch = crac_api::restore_epoch();
         self.run_commit_callbacks();
         loop {
             let mut st = self.inner.shared.state.lock();
             if st.closed {
                 return Err(st.errors.pop_front().unwrap_or(ConsumerError::Closed));
+            }
+            if crac_api::restore_epoch() != epoch {
+                return Ok(ConsumerRecords::default());
             }
             if st.subscription == Subscription::None {
                 return Err(ConsumerError::illegal(

@@ -148,6 +148,9 @@ pub struct NetworkClient<T> {
     next_correlation_id: i32,
     next_conn_id: u64,
     seed: u64,
+    /// Draws `seed` afresh at first use and after every restore: clones must not reconnect
+    /// in lockstep.
+    reseed: crac_api::ReseedGuard,
     /// Attempts of nodes that went away meanwhile: closed when they finish.
     orphans: Vec<Attempt>,
 }
@@ -155,18 +158,14 @@ pub struct NetworkClient<T> {
 impl<T> NetworkClient<T> {
     /// A client whose reader threads report on `events`.
     pub fn new(config: NetworkConfig, events: Sender<Event>) -> Self {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-            | 1;
         Self {
             config,
             events,
             nodes: HashMap::new(),
             next_correlation_id: 0,
             next_conn_id: 0,
-            seed,
+            seed: 1,
+            reseed: crac_api::ReseedGuard::new(),
             orphans: Vec::new(),
         }
     }
@@ -524,7 +523,10 @@ impl<T> NetworkClient<T> {
         let base = self.config.reconnect_backoff.as_millis() as f64;
         let max = self.config.reconnect_backoff_max.as_millis() as f64;
         let exp = (base * 2f64.powi(failures.min(30) as i32)).min(max.max(base));
-        // xorshift: jitter needs no quality, only spread.
+        // xorshift: jitter needs no quality, only spread (and a seed of each clone's own).
+        if self.reseed.needs_reseed() {
+            self.seed = crac_api::os_random_u64() | 1;
+        }
         self.seed ^= self.seed << 13;
         self.seed ^= self.seed >> 7;
         self.seed ^= self.seed << 17;

@@ -235,6 +235,8 @@ pub(crate) struct RecordAccumulator {
     wanted_pending: AtomicBool,
     /// Total shift of deadlines by restores (ns), so blocked `send()`s rebase too.
     rebased_ns: AtomicU64,
+    /// Draws the sticky partitioner's generator afresh at first use and after every restore.
+    reseed: crac_api::ReseedGuard,
     counters: Arc<Counters>,
     wake: Box<dyn Fn() + Send + Sync>,
 }
@@ -251,10 +253,6 @@ impl RecordAccumulator {
         counters: Arc<Counters>,
         wake: Box<dyn Fn() + Send + Sync>,
     ) -> Self {
-        let seed = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-            | 1;
         Self {
             config,
             state: Mutex::new(State {
@@ -270,7 +268,7 @@ impl RecordAccumulator {
                 closed: None,
                 security_error: None,
                 wanted: Vec::new(),
-                rng: seed,
+                rng: 1,
                 drain_rotation: 0,
             }),
             changed: Condvar::new(),
@@ -278,6 +276,7 @@ impl RecordAccumulator {
             paused: AtomicBool::new(false),
             wanted_pending: AtomicBool::new(false),
             rebased_ns: AtomicU64::new(0),
+            reseed: crac_api::ReseedGuard::new(),
             counters,
             wake,
         }
@@ -357,11 +356,19 @@ impl RecordAccumulator {
                 waited: since.map_or(Duration::ZERO, |(start, _)| start.elapsed()),
                 waiting_for: Arc::from(what),
             };
+        // A send() that waits across a checkpoint must not complete in every restored copy of
+        // the image (each would send the same record): there it fails, typed.
+        let epoch = crac_api::restore_epoch();
         let mut st = self.state.lock();
         loop {
             if let Some(reason) = &st.closed {
                 return Err(ProduceError::Closed {
                     reason: reason.clone(),
+                });
+            }
+            if crac_api::restore_epoch() != epoch {
+                return Err(ProduceError::RestoredWhileWaiting {
+                    waited: since.map_or(Duration::ZERO, |(start, _)| start.elapsed()),
                 });
             }
             if self.paused.load(Ordering::Acquire) {
@@ -417,6 +424,10 @@ impl RecordAccumulator {
             let partition = match explicit {
                 Some(p) => p,
                 None => {
+                    // The sticky partitioner's generator: each clone of an image draws its own.
+                    if self.reseed.needs_reseed() {
+                        st.rng = crac_api::os_random_u64() | 1;
+                    }
                     let State { topics, rng, .. } = &mut *st;
                     let mut rand = || xorshift(rng);
                     let tq = &mut topics[ti];

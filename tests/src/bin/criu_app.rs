@@ -16,6 +16,10 @@
 //!   restorer may override it for a copy with `crac restore --env APP_STAY_MS=…`.
 //! - `APP_EXIT` (restorer only, default 0): the exit status of a restored copy.
 //!
+//! After a restore the outcome line also shows what a clone must draw again: `nonce=` (the
+//! restore nonce), `reseeded=` (three draws of a generator re-seeded with `ReseedGuard`) and
+//! `copied=` (three draws of one seeded once at start, whose state the image copied).
+//!
 //! Every line it prints is `key=value` words, flushed at once, so the test can check it.
 
 use std::io::{BufRead, BufReader, Write};
@@ -128,12 +132,50 @@ fn env_flag(k: &str) -> bool {
     std::env::var(k).is_ok_and(|v| v == "1")
 }
 
+/// A generator seeded from the OS; with a guard, seeded again after every restore.
+struct Gen {
+    state: Mutex<u64>,
+    guard: Option<crac_api::ReseedGuard>,
+}
+
+impl Gen {
+    fn new(guarded: bool) -> Self {
+        Gen {
+            state: Mutex::new(crac_api::os_random_u64() | 1),
+            guard: guarded.then(crac_api::ReseedGuard::new),
+        }
+    }
+
+    fn draws(&self) -> String {
+        let mut s = self.state.lock().unwrap();
+        if self.guard.as_ref().is_some_and(|g| g.needs_reseed()) {
+            *s = crac_api::os_random_u64() | 1;
+        }
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            *s ^= *s << 13;
+            *s ^= *s >> 7;
+            *s ^= *s << 17;
+            out.push(format!("{:x}", *s));
+        }
+        out.join(",")
+    }
+}
+
+static RESEEDED: std::sync::LazyLock<Gen> = std::sync::LazyLock::new(|| Gen::new(true));
+static COPIED: std::sync::LazyLock<Gen> = std::sync::LazyLock::new(|| Gen::new(false));
+
 fn report(outcome: &Result<Outcome, crac_api::CheckpointError>, table: &[u64], app: &App) {
     let (kind, detail) = match outcome {
         Ok(Outcome::Restored(r)) => (
             "restored",
             format!(
-                "gen={} frozen_ms={} env={}",
+                "nonce={} reseeded={} copied={} gen={} frozen_ms={} env={}",
+                crac_api::restore_nonce()
+                    .map(|n| n.iter().map(|b| format!("{b:02x}")).collect::<String>())
+                    .unwrap_or_default(),
+                RESEEDED.draws(),
+                COPIED.draws(),
                 r.generation,
                 r.frozen.as_millis(),
                 r.new_env
@@ -181,6 +223,8 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
     let table = build_table(mb, cost);
+    // Both generators take their first state now, before any checkpoint.
+    let _ = (RESEEDED.draws(), COPIED.draws());
     let build_ms = t.elapsed().as_millis();
 
     // The second thread.

@@ -23,7 +23,8 @@
 //!   cached value of its key, if any, in a `cached` header.
 //! - `SVC_INSTANCE` (default `a`), `SVC_RATE` records/s (default 500), `SVC_QUIESCE` (default
 //!   0), `SVC_REGISTER` (default 1: register the producer's resource; 0:
-//!   `crac.register=false`), `SVC_PROPS` extra producer properties `k=v,k=v`.
+//!   `crac.register=false`), `SVC_PROPS` extra producer properties `k=v,k=v`, `SVC_KEYLESS=1`
+//!   records without a key.
 //! - `SVC_FINAL=N`: after N more records, flush, close and exit (given at start or by the
 //!   restorer).
 //!
@@ -49,6 +50,10 @@ use crac_criu as _;
 use crac_tests::warm::WarmState;
 use kafka_client::{Consumer, Header, Producer, ProducerRecord, TopicPartition};
 use parking_lot::{Condvar, Mutex};
+
+/// `SVC_KEYLESS=1`: records without a key (the sticky partitioner places them).
+static KEYLESS: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| env_or("SVC_KEYLESS", "0") == "1");
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -285,12 +290,15 @@ impl Service {
         let st = self.stats.clone();
         let started = self.started;
         let what = value.clone();
-        let r = self.producer.send_with_callback(
-            ProducerRecord::new(&self.topic)
-                .key(key.as_bytes())
-                .value(value.as_bytes())
-                .headers(&headers),
-            move |res| match res {
+        let mut record = ProducerRecord::new(&self.topic)
+            .value(value.as_bytes())
+            .headers(&headers);
+        if !*KEYLESS {
+            record = record.key(key.as_bytes());
+        }
+        let r = self
+            .producer
+            .send_with_callback(record, move |res| match res {
                 Ok(_) => {
                     if st.acked.fetch_add(1, Ordering::SeqCst) == 0 {
                         st.first_ack_ns
@@ -310,8 +318,7 @@ impl Service {
                     st.errors.fetch_add(1, Ordering::SeqCst);
                     say(&format!("delivery_error value={what} error={e}"));
                 }
-            },
-        );
+            });
         let gen_after = Core::management().generation();
         match r {
             Ok(()) => {
