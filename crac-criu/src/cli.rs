@@ -240,6 +240,10 @@ fn cmd_check(term: &mut Term<'_>) -> i32 {
             term.print(&format!("PROBLEM {e}"));
         }
     }
+    term.print(&format!(
+        "ok      CPU features images from here record (a restore needs them all): {}",
+        crate::cpu::host_features().join(" ")
+    ));
     match std::process::Command::new("unshare")
         .arg("--version")
         .output()

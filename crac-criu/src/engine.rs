@@ -203,6 +203,10 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
         stdio,
         env_fd: Some((env_r.as_raw_fd(), pipe_key(&env_r))),
         external: external.clone(),
+        cpu_features: crate::cpu::host_features()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
     };
     meta.write(&dir)?;
 

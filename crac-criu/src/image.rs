@@ -150,6 +150,8 @@ pub struct Metadata {
     pub env_fd: Option<(i32, String)>,
     /// `--external` resources of the dump (unix sockets of fds 0–2).
     pub external: Vec<String>,
+    /// The CPU features the process may use ([`crate::cpu::host_features`] at dump time).
+    pub cpu_features: Vec<String>,
 }
 
 fn esc(s: &str) -> String {
@@ -198,6 +200,7 @@ impl Metadata {
         for e in &self.external {
             let _ = writeln!(s, "external={}", esc(e));
         }
+        let _ = writeln!(s, "cpu_features={}", self.cpu_features.join(","));
         s
     }
 
@@ -243,6 +246,13 @@ impl Metadata {
                     m.env_fd = Some((fd.parse().map_err(|_| bad())?, unesc(key)));
                 }
                 "external" => m.external.push(unesc(v)),
+                "cpu_features" => {
+                    m.cpu_features = v
+                        .split(',')
+                        .filter(|f| !f.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                }
                 k if k.starts_with("stdio.") => {
                     let fd = k["stdio.".len()..].parse().map_err(|_| bad())?;
                     let (flags, target) = v.split_once(' ').unwrap_or((v, ""));
@@ -406,6 +416,7 @@ mod tests {
             }],
             env_fd: Some((9, "pipe:[88]".into())),
             external: vec!["unix[5]".into()],
+            cpu_features: vec!["sse2".into(), "avx2".into()],
         };
         assert_eq!(Metadata::from_text(&m.to_text()).unwrap(), m);
         assert!(Metadata::from_text("junk").is_err());

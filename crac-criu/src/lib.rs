@@ -34,6 +34,7 @@
 
 pub mod cli;
 pub mod control;
+pub mod cpu;
 pub mod criu;
 pub mod dir;
 pub mod engine;

@@ -153,6 +153,25 @@ pub fn verified_image(path: &Path, note: &mut dyn FnMut(&str)) -> Result<Dir, Er
 /// How long a restore waits for a dump helper still sealing the image.
 const SEAL_WAIT: Duration = Duration::from_secs(120);
 
+/// Refuses to restore on a CPU that lacks a feature the image's process may use.
+pub fn check_cpu(meta: &Metadata) -> Result<(), Error> {
+    let host = crate::cpu::host_features();
+    let missing = crate::cpu::missing(&meta.cpu_features, &host);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::Refused,
+        format!(
+            "restore refused: this CPU lacks {} that the image's process may use (the program \
+             and its C library chose code paths for the CPU it was checkpointed on, and would \
+             die of an illegal instruction here); restore on a CPU with them, or checkpoint on \
+             the oldest CPU model the image must run on",
+            missing.join(", ")
+        ),
+    ))
+}
+
 /// Checks that the executable the image was taken from is still the same build.
 pub fn check_build(meta: &Metadata) -> Result<(), Error> {
     let now = image::build_id(&meta.exe).map_err(|e| {
@@ -206,6 +225,7 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     let dir = verified_image(&opts.image_dir, note)?;
     let meta = Metadata::read(&dir)?;
     check_build(&meta)?;
+    check_cpu(&meta)?;
     let criu = criu::find()?;
     criu::check_privileges()?;
     let timeout = crate::helper::criu_timeout()?;

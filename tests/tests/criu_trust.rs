@@ -270,3 +270,48 @@ fn a_restore_criu_refuses_carries_criu_s_error_lines() {
     // CRIU kills the half-restored process; it may take a moment to go.
     gone(pid);
 }
+
+#[test]
+fn an_image_that_needs_a_cpu_feature_this_host_lacks_is_refused() {
+    let dir = TempDir::new("trust-cpu");
+    let img = dir.join("image");
+    let pid = image(APP, &img, &[]);
+    let meta = img.join("crac-image.txt");
+    let text = fs::read_to_string(&meta).unwrap();
+    let host = crac_criu::cpu::host_features();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("cpu_features="))
+        .expect("the image records its CPU features")
+        .to_owned();
+    for f in &host {
+        assert!(line.contains(f), "{f} recorded: {line}");
+    }
+    // A real extension this CPU does not have (a fictitious one on a CPU that has them all).
+    let lacking = [
+        "avx512fp16",
+        "avx512vp2intersect",
+        "avx512bf16",
+        "avx512f",
+        "sha",
+        "avx2",
+    ]
+    .into_iter()
+    .find(|f| !host.contains(f))
+    .unwrap_or("crac-test-feature");
+    // Recorded as the image's owner would: the metadata changed, then sealed again.
+    fs::write(&meta, text.replace(&line, &format!("{line},{lacking}"))).unwrap();
+    let d = crac_criu::dir::Dir::open(&img).unwrap();
+    crac_criu::manifest::seal(&d).unwrap();
+    refused(
+        &img,
+        pid,
+        &[
+            &format!("this CPU lacks {lacking} that the image's process may use"),
+            "restore on a CPU with them",
+        ],
+    );
+    fs::write(&meta, &text).unwrap();
+    crac_criu::manifest::seal(&d).unwrap();
+    restores(&img);
+}
