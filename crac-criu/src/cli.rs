@@ -234,7 +234,11 @@ fn cmd_check(term: &mut Term<'_>) -> i32 {
         }
     }
     match criu::check_privileges() {
-        Ok(()) => term.print("ok      privileges (root or CAP_CHECKPOINT_RESTORE+CAP_SYS_PTRACE)"),
+        Ok(()) if criu::unprivileged() => term.print(
+            "ok      privileges: not root; criu carries cap_checkpoint_restore and \
+             cap_sys_ptrace and runs in its unprivileged mode",
+        ),
+        Ok(()) => term.print("ok      privileges: root"),
         Err(e) => {
             problems += 1;
             term.print(&format!("PROBLEM {e}"));

@@ -160,15 +160,17 @@ pub fn find() -> Result<Criu, Error> {
 /// Runs `criu check`; an error carries its relevant output (without the harmless RLIMIT and
 /// kdat-cache lines) and the fix.
 pub fn run_check(criu: &Criu) -> Result<(), Error> {
-    let out = Command::new(&criu.path)
-        .arg("check")
-        .output()
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Unavailable,
-                format!("cannot run {} check: {e}", criu.path.display()),
-            )
-        })?;
+    let mut cmd = Command::new(&criu.path);
+    cmd.arg("check");
+    if unprivileged() {
+        cmd.arg("--unprivileged");
+    }
+    let out = cmd.output().map_err(|e| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!("cannot run {} check: {e}", criu.path.display()),
+        )
+    })?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -215,26 +217,147 @@ pub fn effective_caps() -> u64 {
         .unwrap_or(0)
 }
 
-/// Checks that this process may checkpoint: root, or `CAP_CHECKPOINT_RESTORE` (or
-/// `CAP_SYS_ADMIN`) together with `CAP_SYS_PTRACE`.
+/// Whether this process has no_new_privs set (file capabilities are then ignored at exec).
+fn no_new_privs() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("NoNewPrivs:"))
+                .map(|v| v.trim() == "1")
+        })
+        .unwrap_or(false)
+}
+
+/// The file capabilities of `path` (`security.capability`): `(permitted, effective flag)`.
+pub fn file_caps(path: &Path) -> std::io::Result<Option<(u64, bool)>> {
+    let mut buf = [0u8; 32];
+    let n = match crate::sys::getxattr(path, "security.capability", &mut buf) {
+        Ok(n) => n,
+        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // vfs_cap_data: magic_etc, then (permitted, inheritable) for the low and high 32 bits.
+    if n < 20 {
+        return Ok(None);
+    }
+    let word = |i: usize| u32::from_le_bytes(buf[i..i + 4].try_into().expect("4 bytes"));
+    let permitted = u64::from(word(4)) | u64::from(word(12)) << 32;
+    Ok(Some((permitted, word(0) & 1 != 0)))
+}
+
+/// What keeps a non-root process from checkpointing with the criu at `path`, each with its fix
+/// (empty: nothing). CRaC's non-root model: criu carries `cap_checkpoint_restore` and
+/// `cap_sys_ptrace` as file capabilities and runs in its unprivileged mode.
+pub fn unprivileged_problems(path: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let last_cap: u32 = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    if last_cap < CAP_CHECKPOINT_RESTORE {
+        out.push(
+            "this kernel has no CAP_CHECKPOINT_RESTORE (Linux 5.9 or newer has it): run as root"
+                .to_owned(),
+        );
+    }
+    if no_new_privs() {
+        out.push(
+            "this process runs with no_new_privs (NoNewPrivs: 1; systemd NoNewPrivileges=, \
+             docker --security-opt no-new-privileges), so criu's file capabilities are \
+             ignored: start it without"
+                .to_owned(),
+        );
+    }
+    let mut head = [0u8; 2];
+    match std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)) {
+        Err(e) => {
+            out.push(format!(
+                "{} cannot be read by this user ({e}): install criu where it can run it \
+                 (as root: CRAC_CRIU_ROOT=/opt/crac-rs/criu scripts/install-criu --setcap)",
+                path.display()
+            ));
+            return out;
+        }
+        Ok(()) if &head == b"#!" => {
+            out.push(format!(
+                "{} is a script: file capabilities belong to the program executed, never to a \
+                 script or the loader it runs; run scripts/install-criu --setcap, which makes \
+                 criu itself executable and gives it the capabilities",
+                path.display()
+            ));
+            return out;
+        }
+        Ok(()) => {}
+    }
+    let fix = format!(
+        "as root: scripts/install-criu --setcap, or setcap cap_checkpoint_restore,cap_sys_ptrace+eip {}",
+        path.display()
+    );
+    match file_caps(path) {
+        Ok(None) => out.push(format!(
+            "{} has no file capabilities (it needs cap_checkpoint_restore and cap_sys_ptrace): {fix}",
+            path.display()
+        )),
+        Err(e) => out.push(format!(
+            "cannot read the file capabilities of {} ({e})",
+            path.display()
+        )),
+        Ok(Some((perm, effective))) => {
+            let has = |bit: u32| perm & (1u64 << bit) != 0;
+            let mut lacking = Vec::new();
+            if !has(CAP_CHECKPOINT_RESTORE) && !has(CAP_SYS_ADMIN) {
+                lacking.push("cap_checkpoint_restore");
+            }
+            if !has(CAP_SYS_PTRACE) {
+                lacking.push("cap_sys_ptrace");
+            }
+            if !lacking.is_empty() {
+                out.push(format!(
+                    "{} has file capabilities without {}: {fix}",
+                    path.display(),
+                    lacking.join(" and ")
+                ));
+            } else if !effective {
+                out.push(format!(
+                    "{}'s file capabilities lack the effective flag (+e): {fix}",
+                    path.display()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Checks that this process may checkpoint: as root, or, as any other user, with a criu that
+/// carries `cap_checkpoint_restore` and `cap_sys_ptrace` itself (file capabilities), which the
+/// engine then runs in CRIU's unprivileged mode.
 pub fn check_privileges() -> Result<(), Error> {
     let caps = effective_caps();
-    let has = |bit: u32| caps & (1u64 << bit) != 0;
-    if crate::sys::euid() == 0 && has(CAP_SYS_ADMIN) {
+    if crate::sys::euid() == 0 && caps & (1u64 << CAP_SYS_ADMIN) != 0 {
         return Ok(());
     }
-    if (has(CAP_CHECKPOINT_RESTORE) || has(CAP_SYS_ADMIN)) && has(CAP_SYS_PTRACE) {
+    let problems = match locate() {
+        Ok(path) => unprivileged_problems(&path),
+        Err(e) => vec![e.to_string()],
+    };
+    if problems.is_empty() {
         return Ok(());
     }
     Err(Error::new(
         ErrorKind::Unavailable,
         format!(
-            "not root (euid {}, CapEff {caps:016x}): checkpoints need root, or \
-             CAP_CHECKPOINT_RESTORE and CAP_SYS_PTRACE; run as root or grant them (setcap \
-             cap_checkpoint_restore,cap_sys_ptrace+eip on the program)",
-            crate::sys::euid()
+            "not root (euid {}), so criu itself must carry CAP_CHECKPOINT_RESTORE and \
+             CAP_SYS_PTRACE: {}",
+            crate::sys::euid(),
+            problems.join("; ")
         ),
     ))
+}
+
+/// Whether CRIU must run in its unprivileged mode (`--unprivileged`): not root.
+pub fn unprivileged() -> bool {
+    crate::sys::euid() != 0
 }
 
 #[cfg(test)]

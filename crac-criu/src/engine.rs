@@ -222,6 +222,7 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
         log_level,
         log_file: image::DUMP_LOG.to_owned(),
         external,
+        unprivileged: criu::unprivileged(),
         ..rpc::DumpOpts::default()
     };
     let timeout = helper::criu_timeout()?;

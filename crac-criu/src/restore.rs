@@ -258,6 +258,10 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         // adopts the restored process; see pidns.rs).
         "--restore-detached".into(),
     ];
+    if criu::unprivileged() {
+        // Not root: criu's own file capabilities, CRIU's non-root mode.
+        args.push("--unprivileged".into());
+    }
     // Hand our own fds 0–2 to the restored process where its originals were pipes, sockets or
     // files (so output reaches us, and a log file that grew does not fail the restore).
     let mut keys = Vec::new();

@@ -31,6 +31,8 @@ pub struct DumpOpts {
     pub external: Vec<String>,
     /// `tcp_close = 52`
     pub tcp_close: bool,
+    /// `unprivileged = 67`: CRIU's non-root mode (its capabilities are its own).
+    pub unprivileged: bool,
 }
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {
@@ -80,6 +82,9 @@ impl DumpOpts {
         }
         if self.tcp_close {
             put_bool(&mut o, 52, true);
+        }
+        if self.unprivileged {
+            put_bool(&mut o, 67, true);
         }
         o
     }

@@ -421,6 +421,19 @@ pub fn renameat(dir: &impl AsRawFd, from: &str, to: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// `getxattr(path, name)` into `buf`; the value's length.
+pub fn getxattr(path: &std::path::Path, name: &str, buf: &mut [u8]) -> io::Result<usize> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = cstring(path.as_os_str().as_bytes())?;
+    let n = cstring(name.as_bytes())?;
+    // SAFETY: both are valid C strings; `buf` is valid for writing `buf.len()` bytes.
+    let r = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
+
 /// `fchown(fd, uid, gid)`.
 pub fn fchown(fd: &impl AsRawFd, uid: u32, gid: u32) -> io::Result<()> {
     // SAFETY: plain values.
