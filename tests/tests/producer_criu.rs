@@ -385,9 +385,10 @@ fn partition_runs(records: &[crac_tests::kafka::ConsumedRecord], instance: &str)
 #[test]
 fn three_clones_of_an_unquiesced_keyless_service_send_no_record_twice() {
     // The sending loop is not quiesced: at the image one send() waits for the checkpoint to
-    // end. In each restored copy that send() fails, typed ("record not sent"), so no copy
-    // sends the record the others would send too; each copy's sticky partitioner draws its
-    // own generator, so their keyless records go their own ways.
+    // end. In each restored copy that send() fails, typed (not sent), so no copy sends the
+    // record the others would send too (the service then sends that number again under its
+    // own instance name, as a record meant once per copy); each copy's sticky partitioner
+    // draws its own generator, so their keyless records go their own ways.
     let k = kafka3();
     let topic = "clones-unquiesced";
     k.create_topic(topic, 6, 3);
@@ -421,22 +422,24 @@ fn three_clones_of_an_unquiesced_keyless_service_send_no_record_twice() {
         .collect();
     let mut blocked = Vec::new();
     let mut acked = Vec::new();
-    for p in &mut clones {
+    for (p, n) in clones.iter_mut().zip(names) {
         p.expect("restored ", T);
-        let e = p.expect("send_error ", T);
-        assert!(e.contains("record not sent"), "{e}");
+        // The waiting send() failed as not sent; the service sends it again as its own.
+        let e = p.expect("restored_while_waiting ", T);
+        assert_eq!(must(&e, "instance"), n, "{e}");
         blocked.push(must(&e, "seq").parse::<u64>().unwrap());
         let done = p.expect("done ", T);
-        assert_eq!(must(&done, "errors"), "1", "only that send failed: {done}");
+        assert_eq!(must(&done, "errors"), "0", "{done}");
         acked.push(must(&done, "acked").parse::<u64>().unwrap());
-        p.wait(T);
+        assert!(p.wait(T).success(), "{}", p.transcript());
     }
     assert!(
         blocked.iter().all(|b| *b == blocked[0]),
         "the same send() waited in every copy: {blocked:?}"
     );
     // The original had every record before the waiting one acknowledged (the drain), and the
-    // acknowledgement counter is in the image: each copy acknowledged its own on top.
+    // acknowledgement counter is in the image: each copy acknowledged its own on top, the
+    // waiting number among them under its own name.
     let from = blocked[0];
     let total = from + acked.iter().map(|a| a - from).sum::<u64>();
     let records = k.consume_all(topic, total as usize, T);
@@ -452,8 +455,14 @@ fn three_clones_of_an_unquiesced_keyless_service_send_no_record_twice() {
     );
     assert!(
         !seen.contains(&format!("a:{from}")),
-        "the waiting record was sent by none"
+        "the original's waiting record was sent by no copy"
     );
+    for n in names {
+        assert!(
+            seen.contains(&format!("{n}:{from}")),
+            "{n} sent it as its own"
+        );
+    }
     let runs: Vec<Vec<i32>> = names.iter().map(|n| partition_runs(&records, n)).collect();
     for r in &runs {
         assert!(r.len() >= 5, "the sticky partitioner moved on: {runs:?}");

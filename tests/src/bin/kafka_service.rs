@@ -31,7 +31,9 @@
 //! Output, one `key=value` line each: `ready …` (with `state_ms`, the time the warm state
 //! took, `cache_ms` and `cache_records`, and `state_sum`, its digest), `progress …` every 250 ms, `restored …` after
 //! each restore (`next_seq`: with `SVC_QUIESCE=1`, the first number this copy sends), `blocked_send seq=… gen_before=… gen_after=…` when a `send()` waited across a
-//! checkpoint, `checkpoint_error …`, `delivery_error …`, and `done …` at the end. Logs of the
+//! checkpoint (in the original), `restored_while_waiting seq=…` when, in a restored copy, a
+//! `send()` the image caught waiting failed as not sent (the copy sends that number again as
+//! its own instance's), `checkpoint_error …`, `delivery_error …`, and `done …` at the end. Logs of the
 //! client (warnings and errors) go to stderr.
 //!
 //! For `scripts/bench`: `first_ack_of_gen gen=G unix_ns=T` the moment the first record sent in
@@ -48,7 +50,7 @@ use std::collections::HashMap;
 use crac_api::{Context, Core, Priority, Resource, ResourceError};
 use crac_criu as _;
 use crac_tests::warm::WarmState;
-use kafka_client::{Consumer, Header, Producer, ProducerRecord, TopicPartition};
+use kafka_client::{Consumer, Header, ProduceError, Producer, ProducerRecord, TopicPartition};
 use parking_lot::{Condvar, Mutex};
 
 /// `SVC_KEYLESS=1`: records without a key (the sticky partitioner places them).
@@ -329,6 +331,17 @@ impl Service {
                         t.elapsed().as_millis()
                     ));
                 }
+            }
+            Err(ProduceError::RestoredWhileWaiting { waited }) => {
+                // This copy's send() was waiting when the image was taken: the record was not
+                // sent, here or in any other copy. Its value names this copy's instance, so it
+                // is meant once per copy: send it again, as this copy's.
+                say(&format!(
+                    "restored_while_waiting seq={n} waited_ms={} instance={}",
+                    waited.as_millis(),
+                    setting("SVC_INSTANCE", "a")
+                ));
+                self.send(n);
             }
             Err(e) => {
                 self.stats.errors.fetch_add(1, Ordering::SeqCst);
