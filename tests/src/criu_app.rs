@@ -35,3 +35,16 @@ pub fn assert_killed_by_dump(p: &mut Proc, timeout: Duration) {
         p.transcript()
     );
 }
+
+/// Copies an executable with `cp`, so no write descriptor of the copy is ever open in this
+/// process: one open while another test thread forks would make exec'ing the copy fail with
+/// "Text file busy".
+pub fn copy_executable(from: impl AsRef<Path>, to: impl AsRef<Path>) {
+    let (from, to) = (from.as_ref(), to.as_ref());
+    let st = Command::new("cp")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap_or_else(|e| panic!("cp {}: {e}", from.display()));
+    assert!(st.success(), "cp {} {}", from.display(), to.display());
+}

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crac_tests::criu_app::{app_command, assert_killed_by_dump as killed_by_dump};
+use crac_tests::criu_app::{app_command, assert_killed_by_dump as killed_by_dump, copy_executable};
 use crac_tests::process::{
     Proc, TempDir, alive, crac_command, field, must, proc_status, size_of_files,
 };
@@ -628,7 +628,7 @@ fn each_error_names_its_cause_and_the_process_goes_on() {
 
     // An image taken from another build of the program.
     let exe = dir.join("app-copy");
-    std::fs::copy(APP, &exe).unwrap();
+    copy_executable(APP, &exe);
     let base = app(&img, &[]);
     let mut p = Proc::spawn(
         "criu_app copy",
@@ -638,7 +638,7 @@ fn each_error_names_its_cause_and_the_process_goes_on() {
     assert_killed_by_dump(&mut p);
     // "Rebuild": another executable at the same path.
     std::fs::remove_file(&exe).unwrap();
-    std::fs::copy(CRAC, &exe).unwrap();
+    copy_executable(CRAC, &exe);
     let o = crac(&["restore", img.to_str().unwrap()]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");

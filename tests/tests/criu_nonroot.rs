@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crac_tests::criu_app::assert_killed_by_dump;
+use crac_tests::criu_app::{assert_killed_by_dump, copy_executable};
 use crac_tests::process::{Proc, alive, crac_command, must, proc_status};
 
 const APP: &str = env!("CARGO_BIN_EXE_criu_app");
@@ -78,7 +78,7 @@ impl UserDir {
         run(&["chmod", "700", d.to_str().unwrap()]);
         for exe in [APP, CRAC] {
             let to = base.join(Path::new(exe).file_name().unwrap());
-            std::fs::copy(exe, &to).unwrap();
+            copy_executable(exe, &to);
             run(&["chmod", "755", to.to_str().unwrap()]);
         }
         UserDir(base)
@@ -220,7 +220,7 @@ fn crac_check_says_what_an_unprivileged_user_lacks() {
     assert!(text.contains("ok      privileges: not root"), "{text}");
     // A copy without them (copying drops file capabilities): named, with the fix.
     let plain = dir.0.join("criu-plain");
-    std::fs::copy(criu_caps(), &plain).unwrap();
+    copy_executable(criu_caps(), &plain);
     let (code, text) = check(plain.to_str().unwrap());
     assert_eq!(code, Some(1), "{text}");
     assert!(

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crac_tests::criu_app::{app_command, assert_killed_by_dump};
+use crac_tests::criu_app::{app_command, assert_killed_by_dump, copy_executable};
 use crac_tests::process::{Proc, TempDir, alive, crac_command, must};
 
 const APP: &str = env!("CARGO_BIN_EXE_criu_app");
@@ -136,7 +136,7 @@ fn a_flipped_byte_or_a_foreign_executable_is_refused() {
     let img = dir.join("image");
     // A copy of the program, so the test can replace its executable.
     let exe = dir.join("app-copy");
-    fs::copy(APP, &exe).unwrap();
+    copy_executable(APP, &exe);
     let pid = image(exe.to_str().unwrap(), &img, &[]);
 
     let pages = pages_file(&img);
@@ -165,7 +165,7 @@ fn a_flipped_byte_or_a_foreign_executable_is_refused() {
     );
     fs::remove_file(&exe).unwrap();
     // ... or by another program.
-    fs::copy(CRAC, &exe).unwrap();
+    copy_executable(CRAC, &exe);
     refused(&img, pid, &["the image was taken from another build"]);
     fs::remove_file(&exe).unwrap();
 
