@@ -131,7 +131,38 @@ impl CommonConfig {
         if self.bootstrap_servers.is_empty() {
             return Err(ConfigError::new("bootstrap.servers", "", "required"));
         }
+        self.validate_values()?;
         self.security.validate()
+    }
+
+    /// The ranges of the common values, whether set as properties or with the builders.
+    fn validate_values(&self) -> Result<(), ConfigError> {
+        check_wire_string("client.id", &self.client_id)?;
+        if self.client_id.contains('\0') {
+            // It names the client's threads, which cannot hold one.
+            return Err(ConfigError::new(
+                "client.id",
+                self.client_id.escape_default(),
+                "must not contain a NUL character",
+            ));
+        }
+        check_ms("request.timeout.ms", self.request_timeout, 1, INT_MS)?;
+        check_ms("retry.backoff.ms", self.retry_backoff, 0, LONG_MS)?;
+        check_ms("retry.backoff.max.ms", self.retry_backoff_max, 0, LONG_MS)?;
+        check_ms("reconnect.backoff.ms", self.reconnect_backoff, 0, LONG_MS)?;
+        check_ms(
+            "reconnect.backoff.max.ms",
+            self.reconnect_backoff_max,
+            0,
+            LONG_MS,
+        )?;
+        check_ms(
+            "socket.connection.setup.timeout.ms",
+            self.connect_timeout,
+            1,
+            LONG_MS,
+        )?;
+        check_ms("metadata.max.age.ms", self.metadata_max_age, 0, LONG_MS)
     }
 
     /// `value` with its config provider references (`${file:…}`, `${env:…}`) resolved, for a
@@ -243,6 +274,63 @@ macro_rules! common_builders {
     };
 }
 pub(crate) use common_builders;
+
+/// The largest `*.ms` value of a key Java types as `int` (many are sent to the broker as
+/// int32).
+pub(crate) const INT_MS: u64 = i32::MAX as u64;
+/// The largest `*.ms` value of a key Java types as `long`.
+pub(crate) const LONG_MS: u64 = i64::MAX as u64;
+
+/// Checks a duration key is within `min_ms..=max_ms` (a timeout of 0 would fail everything at
+/// once; past Java's type the value cannot be meant, and deadlines computed from it would
+/// overflow).
+pub(crate) fn check_ms(
+    key: &str,
+    d: Duration,
+    min_ms: u64,
+    max_ms: u64,
+) -> Result<(), ConfigError> {
+    let ms = d.as_millis();
+    if ms < u128::from(min_ms) {
+        return Err(ConfigError::new(
+            key,
+            ms,
+            format!("must be at least {min_ms} ms"),
+        ));
+    }
+    if ms > u128::from(max_ms) {
+        return Err(ConfigError::new(
+            key,
+            ms,
+            format!("must be at most {max_ms} ms"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a number is at most `max` (Java's type of the key).
+pub(crate) fn check_max<T: PartialOrd + fmt::Display>(
+    key: &str,
+    n: T,
+    max: T,
+) -> Result<(), ConfigError> {
+    if n > max {
+        return Err(ConfigError::new(key, &n, format!("must be at most {max}")));
+    }
+    Ok(())
+}
+
+/// Checks a string sent in requests fits the protocol's 16-bit string length.
+pub(crate) fn check_wire_string(key: &str, s: &str) -> Result<(), ConfigError> {
+    if s.len() > i16::MAX as usize {
+        return Err(ConfigError::new(
+            key,
+            format!("{}…", s.chars().take(20).collect::<String>()),
+            format!("{} bytes: must be at most {}", s.len(), i16::MAX),
+        ));
+    }
+    Ok(())
+}
 
 /// A `*.ms` value.
 pub(crate) fn parse_ms(key: &str, v: &str) -> Result<Duration, ConfigError> {

@@ -7,9 +7,11 @@ use std::time::Duration;
 
 pub use crate::config::ConfigError;
 use crate::config::{
-    COMMON_KEYS, CommonConfig, SECURITY_KEYS, common_builders, concat_keys, keys_len, parse_bool,
-    parse_ms, parse_num, parse_with, properties_pairs,
+    COMMON_KEYS, CommonConfig, INT_MS, LONG_MS, SECURITY_KEYS, check_max, check_ms,
+    check_wire_string, common_builders, concat_keys, keys_len, parse_bool, parse_ms, parse_num,
+    parse_with, properties_pairs,
 };
+use crate::network::connection::MAX_RESPONSE_SIZE;
 use crate::protocol::messages::fetch::IsolationLevel;
 
 use super::assignor::AssignorKind;
@@ -128,6 +130,11 @@ pub struct ConsumerConfig {
 /// what one response can cost the network thread (and the memory of its records) a fixed
 /// multiple of what the broker may send.
 pub const DECOMPRESSED_PER_FETCH_BYTE: usize = 2;
+
+/// The largest `fetch.max.bytes` and `max.partition.fetch.bytes`: a response of that much
+/// data, with 1 MiB for its headers, still fits the frame limit
+/// ([`MAX_RESPONSE_SIZE`]).
+pub const MAX_FETCH_BYTES: i32 = (MAX_RESPONSE_SIZE - (1 << 20)) as i32;
 
 /// The consumer's own keys.
 const CONSUMER_KEYS: &[&str] = &[
@@ -292,6 +299,7 @@ impl ConsumerConfig {
     /// Checks the combination, as Java's consumer does.
     pub fn validate(&mut self) -> Result<(), ConfigError> {
         self.common.validate()?;
+        self.validate_values()?;
         if self.group_id.is_none() {
             // Java: without a group there is nothing to commit to; an explicit true is an error.
             if self.enable_auto_commit && self.explicit.contains(&"enable.auto.commit") {
@@ -320,27 +328,6 @@ impl ConsumerConfig {
                 ),
             ));
         }
-        if self.session_timeout.is_zero() {
-            return Err(ConfigError::new(
-                "session.timeout.ms",
-                0,
-                "must be positive",
-            ));
-        }
-        if self.max_poll_interval.as_millis() > i32::MAX as u128 {
-            return Err(ConfigError::new(
-                "max.poll.interval.ms",
-                self.max_poll_interval.as_millis(),
-                "must fit in 31 bits",
-            ));
-        }
-        if self.fetch_max_wait.as_millis() > i32::MAX as u128 {
-            return Err(ConfigError::new(
-                "fetch.max.wait.ms",
-                self.fetch_max_wait.as_millis(),
-                "must fit in 31 bits",
-            ));
-        }
         if self.common.request_timeout <= self.fetch_max_wait {
             return Err(ConfigError::new(
                 "request.timeout.ms",
@@ -350,6 +337,55 @@ impl ConsumerConfig {
                     self.fetch_max_wait.as_millis()
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    /// The ranges of the consumer's values (Java's types; no timeout of 0; a fetch response
+    /// that fits a frame), whether set as properties or with the builders.
+    fn validate_values(&self) -> Result<(), ConfigError> {
+        for (key, d) in [
+            ("session.timeout.ms", self.session_timeout),
+            ("heartbeat.interval.ms", self.heartbeat_interval),
+            ("max.poll.interval.ms", self.max_poll_interval),
+        ] {
+            check_ms(key, d, 1, INT_MS)?;
+        }
+        check_ms(
+            "auto.commit.interval.ms",
+            self.auto_commit_interval,
+            0,
+            INT_MS,
+        )?;
+        check_ms("fetch.max.wait.ms", self.fetch_max_wait, 0, INT_MS)?;
+        check_ms(
+            "default.api.timeout.ms",
+            self.default_api_timeout,
+            0,
+            INT_MS,
+        )?;
+        check_ms("checkpoint.timeout.ms", self.checkpoint_timeout, 1, LONG_MS)?;
+        check_max("max.poll.records", self.max_poll_records, i32::MAX as usize)?;
+        for (key, n) in [
+            ("fetch.max.bytes", self.fetch_max_bytes),
+            ("max.partition.fetch.bytes", self.max_partition_fetch_bytes),
+        ] {
+            if n > MAX_FETCH_BYTES {
+                return Err(ConfigError::new(
+                    key,
+                    n,
+                    format!(
+                        "must be at most {MAX_FETCH_BYTES}: a fetch response must fit the client's frame limit of {MAX_RESPONSE_SIZE} bytes with its headers"
+                    ),
+                ));
+            }
+        }
+        for (key, s) in [
+            ("group.id", self.group_id.as_deref()),
+            ("group.instance.id", self.group_instance_id.as_deref()),
+            ("client.rack", Some(self.client_rack.as_str())),
+        ] {
+            check_wire_string(key, s.unwrap_or_default())?;
         }
         Ok(())
     }

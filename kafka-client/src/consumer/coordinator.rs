@@ -938,9 +938,7 @@ impl Coordinator {
             id: self.next_id,
             offsets,
             timeout,
-            deadline: now
-                .checked_add(timeout)
-                .unwrap_or(now + Duration::from_secs(86_400 * 365)),
+            deadline: super::deadline_after(now, timeout),
             reply,
             retry_at: None,
             last_error: None,
@@ -1421,9 +1419,7 @@ impl Coordinator {
             id: self.next_id,
             partitions,
             timeout,
-            deadline: now
-                .checked_add(timeout)
-                .unwrap_or(now + Duration::from_secs(86_400 * 365)),
+            deadline: super::deadline_after(now, timeout),
             reply,
             retry_at: None,
             last_error: None,

@@ -56,6 +56,13 @@ pub use crate::protocol::messages::fetch::IsolationLevel;
 
 static NEXT_CLIENT: AtomicU64 = AtomicU64::new(1);
 
+/// `now + timeout`, or a year from now for a timeout too long to add (`Duration::MAX`: wait
+/// for good).
+pub(crate) fn deadline_after(now: Instant, timeout: Duration) -> Instant {
+    now.checked_add(timeout)
+        .unwrap_or(now + Duration::from_secs(86_400 * 365))
+}
+
 /// Callback of an asynchronous commit, run on the application thread (in a later `poll()`,
 /// `commit_sync()` or `close()`), as in Java.
 pub type CommitCallback = Box<dyn FnOnce(Result<(), ConsumerError>) + Send>;
@@ -194,7 +201,8 @@ impl Consumer {
             wake_pending.clone(),
         );
         let thread = std::thread::Builder::new()
-            .name(format!("kafka-consumer-{}", config.common.client_id))
+            // A thread name cannot hold a NUL; the default client.id holds the group.id's.
+            .name(format!("kafka-consumer-{}", config.common.client_id).replace('\0', ""))
             .spawn({
                 let shared = shared.clone();
                 move || {
@@ -433,9 +441,7 @@ impl Consumer {
             ));
         };
         let now = Instant::now();
-        let deadline = now
-            .checked_add(timeout)
-            .unwrap_or(now + Duration::from_secs(86_400 * 365));
+        let deadline = deadline_after(now, timeout);
         {
             let mut st = self.inner.shared.state.lock();
             st.in_poll = true;
@@ -453,6 +459,9 @@ impl Consumer {
         // it would return is the copy's to fetch again, from the positions it resumes at.
         let epoch = crac_api::restore_epoch();
         self.run_commit_callbacks();
+        // At most one auto-commit per poll(), as Java's: with auto.commit.interval.ms=0 this
+        // loop would otherwise send commits until the end of time.
+        let mut auto_committed = false;
         loop {
             let mut st = self.inner.shared.state.lock();
             if st.closed {
@@ -489,9 +498,10 @@ impl Consumer {
                     }
                     RebalanceStep::None | RebalanceStep::JoinAllowed => {}
                 }
-                if self.inner.config.enable_auto_commit {
+                if self.inner.config.enable_auto_commit && !auto_committed {
                     let mut app = self.inner.app.lock();
                     if Instant::now() >= app.next_auto_commit {
+                        auto_committed = true;
                         app.next_auto_commit =
                             Instant::now() + self.inner.config.auto_commit_interval;
                         drop(app);
@@ -609,7 +619,7 @@ impl Consumer {
             return Err(ConsumerError::Closed);
         }
         let r = rx
-            .recv_timeout(timeout + Duration::from_secs(5))
+            .recv_timeout(timeout.saturating_add(Duration::from_secs(5)))
             .unwrap_or(Err(ConsumerError::Timeout {
                 operation: "commit",
                 after: timeout,
@@ -701,7 +711,7 @@ impl Consumer {
         }) {
             return Err(ConsumerError::Closed);
         }
-        rx.recv_timeout(timeout + Duration::from_secs(5))
+        rx.recv_timeout(timeout.saturating_add(Duration::from_secs(5)))
             .unwrap_or(Err(ConsumerError::Timeout {
                 operation: "committed",
                 after: timeout,
@@ -798,7 +808,7 @@ impl Consumer {
         let Some(thread) = self.inner.thread.lock().take() else {
             return Ok(());
         };
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(Instant::now(), timeout);
         let (grouped, partitions) = {
             let st = self.inner.shared.state.lock();
             (

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 pub use crate::config::ConfigError;
 use crate::config::{
-    COMMON_KEYS, CommonConfig, SECURITY_KEYS, common_builders, concat_keys, keys_len, parse_bool,
-    parse_ms, parse_num, parse_with, properties_pairs,
+    COMMON_KEYS, CommonConfig, INT_MS, LONG_MS, SECURITY_KEYS, check_max, check_ms,
+    common_builders, concat_keys, keys_len, parse_bool, parse_ms, parse_num, parse_with,
+    properties_pairs,
 };
 use crate::protocol::record::Compression;
 
@@ -223,6 +224,7 @@ impl ProducerConfig {
     /// `retries=0`, more than 5 in flight); set explicitly, the contradiction is an error.
     pub fn validate(&mut self) -> Result<(), ConfigError> {
         self.common.validate()?;
+        self.validate_values()?;
         if self.enable_idempotence {
             let conflict = if self.acks != Acks::All {
                 Some(("acks", self.acks.to_string(), "idempotence needs acks=all"))
@@ -268,6 +270,30 @@ impl ProducerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The ranges of the producer's values (Java's types; no timeout of 0), whether set as
+    /// properties or with the builders.
+    fn validate_values(&self) -> Result<(), ConfigError> {
+        check_ms("linger.ms", self.linger, 0, LONG_MS)?;
+        check_ms("max.block.ms", self.max_block, 0, LONG_MS)?;
+        check_ms("delivery.timeout.ms", self.delivery_timeout, 1, INT_MS)?;
+        check_ms(
+            "checkpoint.drain.timeout.ms",
+            self.checkpoint_drain_timeout,
+            1,
+            LONG_MS,
+        )?;
+        let int = i32::MAX as usize;
+        check_max("batch.size", self.batch_size, int)?;
+        check_max("buffer.memory", self.buffer_memory, i64::MAX as usize)?;
+        check_max("max.request.size", self.max_request_size, int)?;
+        check_max("retries", self.retries, i32::MAX as u32)?;
+        check_max(
+            "max.in.flight.requests.per.connection",
+            self.max_in_flight,
+            int,
+        )
     }
 
     /// Keys set explicitly (by `set` or a builder method).
