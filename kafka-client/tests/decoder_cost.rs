@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use cap::Cap;
 use kafka_client::ConsumerConfig;
-use kafka_client::consumer::fetch_decode::{DecompressionBudget, parse_partition_within};
+use kafka_client::consumer::fetch_decode::{
+    DecompressionBudget, ParsedFetch, parse_partition_within,
+};
 use kafka_client::protocol::DecodeError;
 use kafka_client::protocol::compression::{self, Compression};
 use kafka_client::protocol::messages::fetch::IsolationLevel;
@@ -193,6 +195,147 @@ fn one_budget_per_fetch_response_defers_what_does_not_fit_and_refuses_what_never
     let mut budget = DecompressionBudget::new(10);
     let p = parse(&plain, 0, &mut budget);
     assert_eq!((p.records.len(), budget.remaining()), (100, 10));
+}
+
+// --- the bound of one batch: its size times fetch.max.compression.ratio ------------------
+
+/// A batch of `codec` whose records section is `records` as given (any bytes, a bomb), with
+/// a valid header and CRC.
+fn batch_around(codec: Compression, records: &[u8], count: i32) -> Vec<u8> {
+    let mut b = batch(codec, 0, 1, b"x");
+    b.truncate(61);
+    b.extend_from_slice(records);
+    let len = (b.len() - 12) as i32;
+    b[8..12].copy_from_slice(&len.to_be_bytes());
+    b[57..61].copy_from_slice(&count.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+fn parse_one(data: &[u8], budget: &mut DecompressionBudget) -> (ParsedFetch, Duration) {
+    let topic: Arc<str> = Arc::from("t");
+    time(|| {
+        parse_partition_within(
+            &topic,
+            0,
+            0,
+            data,
+            IsolationLevel::ReadUncommitted,
+            &[],
+            budget,
+        )
+    })
+}
+
+#[test]
+fn bombs_in_batches_are_refused_at_their_own_bound_whatever_the_budget() {
+    limit_allocations();
+    let budget = ConsumerConfig::default().max_decompressed_bytes();
+    for h in hostile::all(120_000) {
+        let data = batch_around(h.codec, &h.bytes, i32::MAX);
+        let own = compression::inflation_bound(h.bytes.len(), compression::DEFAULT_MAX_RATIO);
+        assert!(own < budget);
+        let mut b = DecompressionBudget::new(budget);
+        let (p, took) = parse_one(&data, &mut b);
+        assert!(!p.deferred, "{}", h.name);
+        if h.name.contains("bomb") && !h.name.starts_with("snappy") {
+            // Refused after its own 8 MiB, not after the fetch's 100 MiB, and not deferred
+            // (no budget would take it).
+            assert!(
+                matches!(p.error, Some((0, DecodeError::InflationBound { max, .. })) if max == own),
+                "{}: {:?}",
+                h.name,
+                p.error
+            );
+        }
+        assert!(b.remaining() >= budget - own, "{}", h.name);
+        let bound = allowed(h.bytes.len(), own);
+        assert!(took <= bound, "{}: {took:?} over {bound:?}", h.name);
+    }
+}
+
+#[test]
+fn refused_bombs_spend_the_budget_of_their_fetch() {
+    limit_allocations();
+    // One response with a gzip bomb in each of 30 partitions: what the refused ones cost is
+    // charged, so past the budget the rest are deferred without being decompressed.
+    let budget = ConsumerConfig::default().max_decompressed_bytes();
+    let bomb = hostile::gzip_bomb(120_000);
+    let data = batch_around(Compression::Gzip, &bomb, i32::MAX);
+    let own = compression::inflation_bound(bomb.len(), compression::DEFAULT_MAX_RATIO);
+    let mut b = DecompressionBudget::new(budget);
+    let (mut refused, mut deferred) = (0, 0);
+    let t = Instant::now();
+    for _ in 0..30 {
+        let (p, _) = parse_one(&data, &mut b);
+        match (p.error, p.deferred) {
+            (Some((_, DecodeError::InflationBound { .. })), false) => refused += 1,
+            (None, true) => deferred += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(refused, budget / own);
+    assert_eq!(deferred, 30 - refused);
+    assert_eq!(b.remaining(), 0);
+    let bound = allowed(data.len() * 30, budget + own);
+    assert!(t.elapsed() <= bound, "{:?} over {bound:?}", t.elapsed());
+}
+
+/// Text records like a service's (keys repeat, numbers vary): 5-10x with any codec.
+fn json_records(n: usize) -> Vec<Vec<u8>> {
+    (0..n as u64)
+        .map(|i| {
+            let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            format!(
+                "{{\"id\":{i},\"user\":\"user-{}\",\"amount\":{}.{:02},\"currency\":\"EUR\",\"ts\":{},\"trace\":\"{:016x}{:016x}\"}}",
+                x % 100_000,
+                x % 10_000,
+                x % 100,
+                1_700_000_000_000u64 + i * 17,
+                x,
+                x.rotate_left(17),
+            )
+            .into_bytes()
+        })
+        .collect()
+}
+
+#[test]
+fn large_batches_at_an_honest_ratio_pass_and_the_ratio_is_a_setting() {
+    limit_allocations();
+    let budget = ConsumerConfig::default().max_decompressed_bytes();
+    // 12 MiB of text in one batch, over the 8 MiB floor: bounded by its size, and passes.
+    let values = json_records(100_000);
+    let size: usize = values.iter().map(Vec::len).sum();
+    assert!(size > 12 << 20, "{size}");
+    let mut w = BatchWriter::new(16 << 20, Compression::Zstd);
+    for v in &values {
+        w.append(1_700_000_000_000, None, Some(v), &[]);
+    }
+    let text = w.seal(-1, -1, -1).to_vec();
+    assert!(text.len() > size / 64, "{} for {size}", text.len());
+    let p = parse_one(&text, &mut DecompressionBudget::new(budget)).0;
+    assert!(p.error.is_none(), "{:?}", p.error);
+    assert_eq!(p.records.len(), values.len());
+    // 12 MiB of zeros compresses a thousandfold: past 8 MiB, a bomb by default...
+    let zeros = vec![0u8; 1 << 20];
+    let mut w = BatchWriter::new(16 << 20, Compression::Zstd);
+    for _ in 0..12 {
+        w.append(1_700_000_000_000, None, Some(&zeros), &[]);
+    }
+    let sparse = w.seal(-1, -1, -1).to_vec();
+    assert!(sparse.len() < 100_000);
+    let p = parse_one(&sparse, &mut DecompressionBudget::new(budget)).0;
+    assert!(
+        matches!(p.error, Some((0, DecodeError::InflationBound { .. }))),
+        "{:?}",
+        p.error
+    );
+    // ...and read when fetch.max.compression.ratio allows it.
+    let mut allowing = DecompressionBudget::new(budget).with_max_ratio(1_000_000);
+    let p = parse_one(&sparse, &mut allowing).0;
+    assert_eq!((p.records.len(), p.error.is_none()), (12, true));
 }
 
 // --- property tests: random and mutated input up to ~1 MB -----------------------------------

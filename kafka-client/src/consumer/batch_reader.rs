@@ -17,7 +17,8 @@
 //!   (`fetch.max.decompressed.bytes`). A batch that does not fit in what is left ends its
 //!   partition's parse like a cut tail, and every compressed batch after it in the response
 //!   waits too: they are fetched again, the partition first, with a fresh budget. Only a batch
-//!   larger than the whole budget is an error for its partition.
+//!   larger than the whole budget, or than its own bound for its size (a decompression bomb:
+//!   `fetch.max.compression.ratio`), is an error for its partition.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -84,20 +85,30 @@ fn declared_records(data: &[u8]) -> usize {
     total.min(data.len() / MIN_RECORD_SIZE)
 }
 
-/// Decompressed bytes one fetch response may still produce (`fetch.max.decompressed.bytes`).
+/// Decompressed bytes one fetch response may still produce (`fetch.max.decompressed.bytes`),
+/// and how far each batch may inflate for its size (`fetch.max.compression.ratio`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecompressionBudget {
     total: usize,
     remaining: usize,
+    max_ratio: usize,
 }
 
 impl DecompressionBudget {
-    /// A fresh budget of `total` bytes.
+    /// A fresh budget of `total` bytes, batches bounded at the default ratio
+    /// ([`DEFAULT_MAX_RATIO`](crate::protocol::compression::DEFAULT_MAX_RATIO)).
     pub fn new(total: usize) -> Self {
         Self {
             total,
             remaining: total,
+            max_ratio: crate::protocol::compression::DEFAULT_MAX_RATIO,
         }
+    }
+
+    /// Bounds each batch at `ratio` times its compressed size (at least 8 MiB).
+    pub fn with_max_ratio(mut self, ratio: usize) -> Self {
+        self.max_ratio = ratio;
+        self
     }
 
     /// Bytes left.
@@ -162,20 +173,22 @@ pub fn parse_partition_within(
         if len >= 0 && len as usize > peek.remaining() {
             break;
         }
-        let batch = match RecordBatch::decode_within(&mut r, &mut budget.remaining) {
-            Ok(b) => b,
-            Err(DecodeError::DecompressedTooLarge { .. }) if budget.remaining < budget.total => {
-                // It may fit in a fresh budget: fetched again, and nothing compressed after
-                // it in this response is decoded (which would only repeat the work).
-                budget.remaining = 0;
-                out.deferred = true;
-                break;
-            }
-            Err(e) => {
-                out.error = Some((out.next_offset, e));
-                break;
-            }
-        };
+        let fresh = budget.remaining == budget.total;
+        let batch =
+            match RecordBatch::decode_bounded(&mut r, &mut budget.remaining, budget.max_ratio) {
+                Ok(b) => b,
+                Err(DecodeError::DecompressedTooLarge { .. }) if !fresh => {
+                    // It may fit in a fresh budget: fetched again, and nothing compressed after
+                    // it in this response is decoded (which would only repeat the work).
+                    budget.remaining = 0;
+                    out.deferred = true;
+                    break;
+                }
+                Err(e) => {
+                    out.error = Some((out.next_offset, e));
+                    break;
+                }
+            };
         let last = batch
             .base_offset
             .saturating_add(i64::from(batch.last_offset_delta));

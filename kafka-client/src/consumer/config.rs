@@ -102,6 +102,12 @@ pub struct ConsumerConfig {
     /// error for its partition. `None` until set: see
     /// [`max_decompressed_bytes`](Self::max_decompressed_bytes).
     pub fetch_max_decompressed_bytes: Option<usize>,
+    /// `fetch.max.compression.ratio` (default
+    /// [`DEFAULT_MAX_RATIO`](crate::protocol::compression::DEFAULT_MAX_RATIO), 64): a compressed
+    /// batch may inflate to this many times its size, or to 8 MiB, whichever is more; past it
+    /// the batch is a decompression bomb and an error for its partition, whatever
+    /// `fetch.max.decompressed.bytes` leaves.
+    pub fetch_max_compression_ratio: usize,
     /// `fetch.max.wait.ms` (default 500).
     pub fetch_max_wait: Duration,
     /// `isolation.level` (default read_uncommitted).
@@ -151,6 +157,7 @@ const CONSUMER_KEYS: &[&str] = &[
     "fetch.max.bytes",
     "max.partition.fetch.bytes",
     "fetch.max.decompressed.bytes",
+    "fetch.max.compression.ratio",
     "fetch.max.wait.ms",
     "isolation.level",
     "partition.assignment.strategy",
@@ -186,6 +193,7 @@ impl Default for ConsumerConfig {
             fetch_max_bytes: 52_428_800,
             max_partition_fetch_bytes: 1_048_576,
             fetch_max_decompressed_bytes: None,
+            fetch_max_compression_ratio: crate::protocol::compression::DEFAULT_MAX_RATIO,
             fetch_max_wait: Duration::from_millis(500),
             isolation_level: IsolationLevel::ReadUncommitted,
             assignors: vec![AssignorKind::Range],
@@ -257,6 +265,9 @@ impl ConsumerConfig {
             }
             "fetch.max.decompressed.bytes" => {
                 self.fetch_max_decompressed_bytes = Some(parse_num(key, v, 1usize)?)
+            }
+            "fetch.max.compression.ratio" => {
+                self.fetch_max_compression_ratio = parse_num(key, v, 1usize)?
             }
             "fetch.max.wait.ms" => self.fetch_max_wait = parse_ms(key, v)?,
             "isolation.level" => {
@@ -502,6 +513,13 @@ impl ConsumerConfig {
     pub fn fetch_max_decompressed_bytes(mut self, n: usize) -> Self {
         self.fetch_max_decompressed_bytes = Some(n.max(1));
         self.mark("fetch.max.decompressed.bytes");
+        self
+    }
+
+    /// `fetch.max.compression.ratio`.
+    pub fn fetch_max_compression_ratio(mut self, ratio: usize) -> Self {
+        self.fetch_max_compression_ratio = ratio.max(1);
+        self.mark("fetch.max.compression.ratio");
         self
     }
 

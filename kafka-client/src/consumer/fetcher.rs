@@ -224,7 +224,8 @@ impl Fetcher {
         }
         let positions: HashMap<&TopicPartition, i64> =
             ctx.partitions.iter().map(|(tp, p)| (tp, *p)).collect();
-        let mut budget = DecompressionBudget::new(self.config.max_decompressed_bytes());
+        let mut budget = DecompressionBudget::new(self.config.max_decompressed_bytes())
+            .with_max_ratio(self.config.fetch_max_compression_ratio);
         for t in resp.responses {
             let topic: Arc<str> = if FetchRequest::uses_topic_ids(version) {
                 match ctx.topic_names.get(&t.topic_id) {

@@ -32,12 +32,37 @@
 //! A stream that would exceed the bound is [`DecodeError::DecompressedTooLarge`]. Besides the
 //! output, the codecs keep fixed-size state (deflate's 32 KiB window, a zstd context per
 //! thread). `benches/decoders.rs` measures the inputs that cost the most per byte.
+//!
+//! # How far one batch may inflate
+//!
+//! Whatever the fetch's budget, the consumer bounds each compressed batch by its own size
+//! ([`inflation_bound`]): [`DEFAULT_MAX_RATIO`] times its compressed bytes, and never less than
+//! [`MIN_INFLATION_BOUND`]. A bomb's cost is then set by its own bytes (a 120 KB gzip bomb is
+//! refused after 8 MiB, not after the 100 MiB a fetch may inflate to), while what producers
+//! write passes: a batch of the Java producer's defaults holds at most about 1 MiB uncompressed
+//! (`max.request.size`), under the floor whatever its ratio, and a batch the broker's default
+//! `max.message.bytes` (1 MiB compressed) admits may inflate to 64 MiB, which takes a ratio
+//! that only synthetic data reaches (JSON logs compress 5-20x).
 
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
 
 use super::DecodeError;
 pub use super::record::Compression;
+
+/// The most bytes of output per compressed byte a batch may have by default
+/// (`fetch.max.compression.ratio`).
+pub const DEFAULT_MAX_RATIO: usize = 64;
+
+/// Any compressed batch may inflate to this much, whatever its ratio: more than a batch the
+/// Java producer writes at its defaults holds (`max.request.size`, 1 MiB).
+pub const MIN_INFLATION_BOUND: usize = 8 << 20;
+
+/// The most a batch of `compressed` bytes may inflate to at `ratio`: `ratio` times its size,
+/// at least [`MIN_INFLATION_BOUND`].
+pub fn inflation_bound(compressed: usize, ratio: usize) -> usize {
+    compressed.saturating_mul(ratio).max(MIN_INFLATION_BOUND)
+}
 
 /// Snappy's xerial stream header: magic, stream version 1, compatible version 1.
 const XERIAL_MAGIC: [u8; 8] = *b"\x82SNAPPY\0";

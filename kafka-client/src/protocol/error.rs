@@ -70,6 +70,19 @@ pub enum DecodeError {
         /// The bound.
         max: usize,
     },
+    /// A compressed batch inflates to more than its bound for its size
+    /// ([`inflation_bound`](crate::protocol::compression::inflation_bound)): a decompression
+    /// bomb, refused after `max` bytes whatever the fetch's budget.
+    #[error(
+        "a {compressed}-byte compressed batch inflates past {max} bytes \
+         (fetch.max.compression.ratio times its size, or 8 MiB)"
+    )]
+    InflationBound {
+        /// The batch's compressed bytes.
+        compressed: usize,
+        /// Its bound.
+        max: usize,
+    },
     /// A compression codec this build cannot decode.
     #[error("unsupported compression codec {0}")]
     UnsupportedCompression(u8),

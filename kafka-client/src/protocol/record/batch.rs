@@ -351,8 +351,20 @@ impl RecordBatch {
 
     /// Decodes one batch from `r`, checking its CRC. Compressed records may inflate to at most
     /// `budget` bytes, which are taken from it; beyond it the batch is
-    /// [`DecodeError::DecompressedTooLarge`] and `budget` is unchanged.
+    /// [`DecodeError::DecompressedTooLarge`] and the whole budget is spent (the work was done).
     pub fn decode_within(r: &mut Reader<'_>, budget: &mut usize) -> Result<Self, DecodeError> {
+        Self::decode_bounded(r, budget, usize::MAX)
+    }
+
+    /// [`decode_within`](Self::decode_within) with a bound of its own for a compressed batch:
+    /// at most [`inflation_bound`](crate::protocol::compression::inflation_bound)`(size,
+    /// max_ratio)`, beyond which it is [`DecodeError::InflationBound`] (a bomb, which no
+    /// budget would take) rather than [`DecodeError::DecompressedTooLarge`].
+    pub fn decode_bounded(
+        r: &mut Reader<'_>,
+        budget: &mut usize,
+        max_ratio: usize,
+    ) -> Result<Self, DecodeError> {
         let base_offset = i64::read(r)?;
         let batch_length = i32::read(r)?;
         if batch_length < (BATCH_HEADER_SIZE - 12) as i32 {
@@ -390,7 +402,25 @@ impl RecordBatch {
             r
         } else {
             let rest = r.remaining();
-            inflated = crate::protocol::compression::decompress(codec, r.take(rest)?, *budget)?;
+            let own = crate::protocol::compression::inflation_bound(rest, max_ratio);
+            let bound = (*budget).min(own);
+            inflated = match crate::protocol::compression::decompress(codec, r.take(rest)?, bound) {
+                Ok(v) => v,
+                Err(DecodeError::DecompressedTooLarge { at_least, max }) => {
+                    // The work up to the bound was done: it counts, so that refused batches
+                    // cannot each cost a whole bound.
+                    *budget -= max;
+                    return Err(if max == own {
+                        DecodeError::InflationBound {
+                            compressed: rest,
+                            max,
+                        }
+                    } else {
+                        DecodeError::DecompressedTooLarge { at_least, max }
+                    });
+                }
+                Err(e) => return Err(e),
+            };
             *budget -= inflated.len();
             Reader::new(&inflated)
         };
