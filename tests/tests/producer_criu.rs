@@ -345,13 +345,17 @@ fn a_broker_down_during_the_drain_fails_the_checkpoint_and_loses_nothing() {
     k.create_topic(topic, 3, 1);
     let dir = TempDir::new("drainfail");
     let img = dir.join("image");
+    // The service finishes only once the broker is back (a restart can take a minute on a
+    // loaded machine; a close() timing out before it would be the test's doing, not the
+    // producer's).
+    let final_file = dir.join("final");
     let mut s = service(
         &k,
         topic,
         &img,
         &[
             ("SVC_PROPS", "checkpoint.drain.timeout.ms=3000"),
-            ("SVC_FINAL", "3000"),
+            ("SVC_FINAL_FILE", final_file.to_str().unwrap()),
         ],
     );
     let pid = s.pid();
@@ -367,6 +371,9 @@ fn a_broker_down_during_the_drain_fails_the_checkpoint_and_loses_nothing() {
     assert!(!img.join("inventory.img").exists(), "no image");
     assert!(alive(pid), "the service goes on");
     k.start_broker(1);
+    let partial = dir.join("final.partial");
+    std::fs::write(&partial, "600").unwrap();
+    std::fs::rename(&partial, &final_file).unwrap();
     let done = s.expect("done ", T);
     assert_eq!(must(&done, "errors"), "0", "{}", s.transcript());
     assert!(s.wait(T).success());

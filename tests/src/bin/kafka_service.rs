@@ -26,7 +26,8 @@
 //!   `crac.register=false`), `SVC_PROPS` extra producer properties `k=v,k=v`, `SVC_KEYLESS=1`
 //!   records without a key.
 //! - `SVC_FINAL=N`: after N more records, flush, close and exit (given at start or by the
-//!   restorer).
+//!   restorer). `SVC_FINAL_FILE=PATH`: the same, with N read from that file once a test
+//!   writes it (a test that must first bring a broker back says when to finish).
 //!
 //! Output, one `key=value` line each: `ready …` (with `state_ms`, the time the warm state
 //! took, `cache_ms` and `cache_records`, and `state_sum`, its digest), `progress …` every 250 ms, `restored …` after
@@ -78,6 +79,13 @@ fn setting(key: &str, default: &str) -> String {
 fn parse<T: std::str::FromStr>(key: &str, v: &str) -> T {
     v.parse()
         .unwrap_or_else(|_| fail(&format!("{key}={v} is not valid")))
+}
+
+/// `SVC_FINAL_FILE`'s count, once the file is there and complete (written then renamed).
+fn final_from_file() -> Option<u64> {
+    let path = std::env::var_os("SVC_FINAL_FILE")?;
+    let text = std::fs::read_to_string(path).ok()?;
+    Some(parse("SVC_FINAL_FILE", text.trim()))
 }
 
 fn fail(msg: &str) -> ! {
@@ -430,6 +438,12 @@ impl Service {
                 pm.producer_id,
                 pm.records_queued
             ));
+            if final_target.is_none()
+                && let Some(n) = final_from_file()
+            {
+                final_target = Some(n);
+                phase_start_sent = self.stats.sent.load(Ordering::SeqCst);
+            }
             if let Some(n) = final_target
                 && self.stats.sent.load(Ordering::SeqCst) >= phase_start_sent + n
             {
