@@ -34,6 +34,14 @@ pub enum ApiKey {
     InitProducerId,
     /// OffsetForLeaderEpoch (23).
     OffsetForLeaderEpoch,
+    /// AddPartitionsToTxn (24).
+    AddPartitionsToTxn,
+    /// AddOffsetsToTxn (25).
+    AddOffsetsToTxn,
+    /// EndTxn (26).
+    EndTxn,
+    /// TxnOffsetCommit (28).
+    TxnOffsetCommit,
     /// Any other key.
     Other(i16),
 }
@@ -56,6 +64,10 @@ impl ApiKey {
             ApiKey::ApiVersions => 18,
             ApiKey::InitProducerId => 22,
             ApiKey::OffsetForLeaderEpoch => 23,
+            ApiKey::AddPartitionsToTxn => 24,
+            ApiKey::AddOffsetsToTxn => 25,
+            ApiKey::EndTxn => 26,
+            ApiKey::TxnOffsetCommit => 28,
             ApiKey::Other(k) => k,
         }
     }
@@ -77,6 +89,10 @@ impl ApiKey {
             18 => ApiKey::ApiVersions,
             22 => ApiKey::InitProducerId,
             23 => ApiKey::OffsetForLeaderEpoch,
+            24 => ApiKey::AddPartitionsToTxn,
+            25 => ApiKey::AddOffsetsToTxn,
+            26 => ApiKey::EndTxn,
+            28 => ApiKey::TxnOffsetCommit,
             k => ApiKey::Other(k),
         }
     }

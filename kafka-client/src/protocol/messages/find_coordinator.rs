@@ -30,6 +30,14 @@ impl FindCoordinatorRequest {
             coordinator_keys: vec![group_id.into()],
         }
     }
+
+    /// A request for the transaction coordinator of one `transactional.id`.
+    pub fn transaction(transactional_id: impl Into<String>) -> Self {
+        Self {
+            key_type: KEY_TYPE_TRANSACTION,
+            coordinator_keys: vec![transactional_id.into()],
+        }
+    }
 }
 
 impl Request for FindCoordinatorRequest {

@@ -1,8 +1,11 @@
 //! One module per message. Each has the request (encode, and decode for tests that play the
 //! broker) and the response (decode, and encode for round-trip tests).
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod api_versions;
 pub mod consumer_protocol;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -18,6 +21,7 @@ pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 pub use api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 pub use init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
