@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::producer::TransactionError;
 use crate::protocol::ErrorCode;
 
 /// Why a record was not delivered (or not accepted). Cloned to every record of a failed
@@ -101,6 +102,12 @@ pub enum ProduceError {
     /// version with the broker).
     #[error("fatal producer error: {0}")]
     Fatal(Arc<str>),
+    /// A transactional producer refused the record (no transaction open, the transaction
+    /// must be aborted, the producer was fenced), or the record's transaction was aborted
+    /// before it was sent ([`TransactionError::Aborted`]). [`TransactionError::action`] says
+    /// what to do.
+    #[error("{0}")]
+    Transaction(TransactionError),
 }
 
 fn last_error_suffix(e: &Option<Arc<str>>) -> String {

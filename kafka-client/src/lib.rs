@@ -27,13 +27,15 @@ pub mod protocol;
 pub use consumer::checkpoint_error::ConsumerCheckpointError;
 pub use consumer::{
     AutoOffsetReset, ConfigError as ConsumerConfigError, Consumer, ConsumerConfig, ConsumerError,
-    ConsumerRebalanceListener, ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TopicPartition,
+    ConsumerGroupMetadata, ConsumerRebalanceListener, ConsumerRecord, ConsumerRecords,
+    OffsetAndMetadata, TopicPartition,
 };
 pub use error::{ProduceError, TimeoutError};
 pub use network::security::{OAuthBearerToken, OAuthBearerTokenProvider};
 pub use producer::checkpoint_error::CheckpointDrainError;
 pub use producer::{
-    Acks, ConfigError, DeliveryFuture, Producer, ProducerConfig, ProducerMetrics, ProducerRecord,
-    RecordMetadata,
+    Acks, CheckpointTransactionPolicy, ConfigError, DeliveryFuture, Producer, ProducerConfig,
+    ProducerMetrics, ProducerRecord, RecordMetadata, TransactionAction, TransactionError,
+    TransactionState, TransactionalIdPolicy,
 };
 pub use protocol::record::Header;

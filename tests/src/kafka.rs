@@ -544,6 +544,27 @@ impl Cluster {
         self.console_consume(via, topic, expected + extra as usize, timeout)
     }
 
+    /// The committed records of a topic written by transactions, as a `read_committed` Java
+    /// console consumer reads them from the beginning: up to `expected + 1` records, waiting
+    /// until `idle` passes without a new one. So one record too many (a duplicate) is read
+    /// and caught by `assert_eq!(records.len(), expected)`; aborted records and transaction
+    /// markers are not returned (markers take offsets, so [`Cluster::consume_all`]'s count of
+    /// extras does not apply to such a topic). Each call waits `idle` at its end.
+    pub fn consume_committed(
+        &self,
+        topic: &str,
+        expected: usize,
+        idle: Duration,
+    ) -> Vec<ConsumedRecord> {
+        self.console_consume_with(
+            &self.plaintext(),
+            topic,
+            expected + 1,
+            idle,
+            &[("isolation.level", "read_committed")],
+        )
+    }
+
     /// Partition -> log end offset (the offset the next record will get).
     pub fn end_offsets(&self, topic: &str) -> BTreeMap<i32, i64> {
         let out = self.tool_ok(
@@ -750,6 +771,18 @@ impl Cluster {
         max: usize,
         timeout: Duration,
     ) -> Vec<ConsumedRecord> {
+        self.console_consume_with(via, topic, max, timeout, &[])
+    }
+
+    /// The console consumer with consumer properties of its own.
+    fn console_consume_with(
+        &self,
+        via: &Access,
+        topic: &str,
+        max: usize,
+        timeout: Duration,
+        props: &[(&str, &str)],
+    ) -> Vec<ConsumedRecord> {
         let format = self.dir.join("consumer-format.properties");
         let mut cmd = Command::new(kafka_script());
         cmd.args([
@@ -769,6 +802,9 @@ impl Cluster {
             "--command-property",
             "group.protocol=consumer",
         ]);
+        for (k, v) in props {
+            cmd.arg("--command-property").arg(format!("{k}={v}"));
+        }
         if let Some(c) = &via.config {
             cmd.arg("--command-config").arg(c);
         }

@@ -14,11 +14,11 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crac_api::{Context, Core, Resource, ResourceError};
+use crac_api::{Context, Resource, ResourceError};
 
 use super::ConsumerInner;
 use super::network_thread::Command;
-use crate::network::checkpoint::reply_grace;
+use crate::network::checkpoint::{id_after_restore, reply_grace};
 
 /// Why `before_checkpoint` refused.
 #[derive(Debug, thiserror::Error)]
@@ -42,21 +42,6 @@ pub enum ConsumerCheckpointError {
         /// The consumer.
         client_id: String,
     },
-}
-
-/// A `group.instance.id` for a restored copy: the restorer's, or the configured one made
-/// unique to this restore.
-pub(crate) fn instance_id_after_restore(configured: &str, var: &str) -> String {
-    let m = Core::management();
-    if let Some(v) = m.restore_var(var).map(str::trim).filter(|v| !v.is_empty()) {
-        return v.to_owned();
-    }
-    format!("{configured}-crac{}-{:08x}", m.generation(), random_u32())
-}
-
-/// Drawn from the operating system now, never from state the image holds.
-fn random_u32() -> u32 {
-    crac_api::os_random_u64() as u32
 }
 
 impl Resource for ConsumerInner {
@@ -110,7 +95,7 @@ impl Resource for ConsumerInner {
         let shift = marker.unwrap_or(Duration::ZERO);
         let current = self.shared.state.lock().group_instance_id.clone();
         let instance = match (&self.config.group_instance_id, marker) {
-            (Some(configured), Some(_)) => Some(instance_id_after_restore(
+            (Some(configured), Some(_)) => Some(id_after_restore(
                 configured,
                 &self.config.crac_group_instance_id_var,
             )),
@@ -137,18 +122,5 @@ impl Resource for ConsumerInner {
 
     fn name(&self) -> String {
         format!("kafka-consumer[{}]", self.config.common.client_id)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn instance_ids_differ_per_restore() {
-        let a = instance_id_after_restore("worker", "CRAC_TEST_UNSET_VAR");
-        let b = instance_id_after_restore("worker", "CRAC_TEST_UNSET_VAR");
-        assert!(a.starts_with("worker-crac0-"), "{a}");
-        assert_ne!(a, b);
     }
 }

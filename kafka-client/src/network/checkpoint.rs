@@ -1,6 +1,8 @@
 //! What a client's checkpoint hook keeps between `before_checkpoint` and `after_restore`: when
 //! its connections were closed, so the restore knows whether an image may have been taken and
-//! how far to shift deadlines. Shared by the producer and the consumer.
+//! how far to shift deadlines; and the identities a restored copy takes (a consumer's
+//! `group.instance.id`, a producer's `transactional.id`). Shared by the producer and the
+//! consumer.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -52,6 +54,36 @@ fn jump(mono: Duration, wall: Duration, frozen: Duration) -> Duration {
     mono.saturating_sub(running).min(frozen)
 }
 
+/// The value the restorer gave in the variable `var` (`crac restore --env VAR=…`), if any.
+pub(crate) fn restore_var(var: &str) -> Option<String> {
+    Core::management()
+        .restore_var(var)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// An identity for a restored copy: the restorer's (in `var`), or the configured one made
+/// unique to this restore, `<configured>-crac<generation>-<8 random hex digits>` (the random
+/// part is drawn from the operating system after the restore, so clones of one image differ).
+pub(crate) fn id_after_restore(configured: &str, var: &str) -> String {
+    restore_var(var).unwrap_or_else(|| unique_id(configured))
+}
+
+/// `<configured>-crac<generation>-<8 random hex digits>`.
+pub(crate) fn unique_id(configured: &str) -> String {
+    format!(
+        "{configured}-crac{}-{:08x}",
+        Core::management().generation(),
+        random_u32()
+    )
+}
+
+/// Drawn from the operating system now, never from state the image holds.
+fn random_u32() -> u32 {
+    crac_api::os_random_u64() as u32
+}
+
 /// How long past its own deadline a checkpoint waits for the client thread's answer (a thread
 /// held up by a slow callback answers late): as long again as the timeout, at most 10 s. After
 /// it the checkpoint fails and the thread, when it gets to the request, runs on as before.
@@ -61,8 +93,16 @@ pub(crate) fn reply_grace(timeout: Duration) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::jump;
+    use super::{id_after_restore, jump};
     use std::time::Duration;
+
+    #[test]
+    fn ids_differ_per_restore() {
+        let a = id_after_restore("worker", "CRAC_TEST_UNSET_VAR");
+        let b = id_after_restore("worker", "CRAC_TEST_UNSET_VAR");
+        assert!(a.starts_with("worker-crac0-"), "{a}");
+        assert_ne!(a, b);
+    }
 
     #[test]
     fn jump_is_what_the_monotonic_clock_gained_while_frozen() {

@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use super::security::SecurityConfig;
 use crate::config::CommonConfig;
-use crate::protocol::{ApiKey, DecodeError, Request, Response, decode_response, encode_frame};
+use crate::protocol::{
+    ApiKey, DecodeError, Request, Response, VersionRange, decode_response, encode_frame,
+};
 
 /// Connection settings (Java's names in the docs).
 #[derive(Debug, Clone)]
@@ -592,6 +594,16 @@ impl<T> NetworkClient<T> {
     /// and picks the version and correlation id. Encode the frame with them, then call
     /// [`send_frame`](Self::send_frame).
     pub fn begin<R: Request>(&mut self, node_id: i32) -> Result<(i16, i32), NetworkError> {
+        self.begin_up_to::<R>(node_id, R::MAX_VERSION)
+    }
+
+    /// [`begin`](Self::begin) with a version no higher than `max_version` (a transactional
+    /// producer of transactions v1 must not send Produce v12, which means v2).
+    pub fn begin_up_to<R: Request>(
+        &mut self,
+        node_id: i32,
+        max_version: i16,
+    ) -> Result<(i16, i32), NetworkError> {
         let node = self
             .nodes
             .get(&node_id)
@@ -600,9 +612,13 @@ impl<T> NetworkClient<T> {
         if node.in_flight.len() >= self.config.max_in_flight || node.throttled() {
             return Err(NetworkError::NotReady(node_id));
         }
+        let client = VersionRange {
+            min: R::MIN_VERSION,
+            max: max_version.min(R::MAX_VERSION),
+        };
         let version = conn
             .versions
-            .negotiate(R::API_KEY, R::versions())
+            .negotiate(R::API_KEY, client)
             .map_err(|source| NetworkError::Version {
                 addr: conn.addr,
                 source,

@@ -121,6 +121,21 @@ pub(crate) struct AccumulatorConfig {
     pub max_request_size: usize,
     pub compression: Compression,
     pub ignore_keys: bool,
+    /// Batches are transactional, and a partition's leave only once it is in the
+    /// transaction ([`RecordAccumulator::mark_txn_added`]).
+    pub transactional: bool,
+}
+
+/// Where a partition stands in the open transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum TxnMark {
+    /// Not written to in it.
+    #[default]
+    None,
+    /// Written to; the sender is told ([`RecordAccumulator::take_new_txn_partitions`]).
+    Reported,
+    /// The coordinator knows it: its batches may leave.
+    Added,
 }
 
 struct TopicQueues {
@@ -133,6 +148,8 @@ struct TopicQueues {
     available: Vec<i32>,
     queues: Vec<VecDeque<ProducerBatch>>,
     sticky: StickyPartition,
+    /// Per partition, for a transactional producer (grown on demand).
+    txn: Vec<TxnMark>,
 }
 
 impl TopicQueues {
@@ -144,7 +161,19 @@ impl TopicQueues {
             available: Vec::new(),
             queues: Vec::new(),
             sticky: StickyPartition::default(),
+            txn: Vec::new(),
         }
+    }
+
+    fn txn_mark(&self, p: usize) -> TxnMark {
+        self.txn.get(p).copied().unwrap_or_default()
+    }
+
+    fn set_txn_mark(&mut self, p: usize, m: TxnMark) {
+        if self.txn.len() <= p {
+            self.txn.resize(p + 1, TxnMark::None);
+        }
+        self.txn[p] = m;
     }
 }
 
@@ -174,6 +203,8 @@ struct State {
     wanted: Vec<Arc<str>>,
     rng: u64,
     drain_rotation: usize,
+    /// Partitions written to for the first time in the open transaction, for the sender.
+    new_txn_partitions: Vec<(Arc<str>, i32)>,
 }
 
 impl State {
@@ -270,6 +301,7 @@ impl RecordAccumulator {
                 wanted: Vec::new(),
                 rng: 1,
                 drain_rotation: 0,
+                new_txn_partitions: Vec::new(),
             }),
             changed: Condvar::new(),
             completed: Condvar::new(),
@@ -501,8 +533,18 @@ impl RecordAccumulator {
             st.next_id += 1;
             st.incomplete.insert(id);
             st.incomplete_records += 1;
-            let tq = &mut st.topics[ti];
+            let State {
+                topics,
+                new_txn_partitions,
+                ..
+            } = &mut *st;
+            let tq = &mut topics[ti];
+            if self.config.transactional && tq.txn_mark(partition as usize) == TxnMark::None {
+                tq.set_txn_mark(partition as usize, TxnMark::Reported);
+                new_txn_partitions.push((tq.name.clone(), partition));
+            }
             let mut writer = BatchWriter::new(alloc, self.config.compression);
+            writer.set_transactional(self.config.transactional);
             let index = writer
                 .try_append(timestamp, rec.key, rec.value, rec.headers, size, usize::MAX)
                 .expect("an empty batch takes any record");
@@ -602,6 +644,7 @@ impl RecordAccumulator {
             let n = tq.queues.len();
             for k in 0..n {
                 let p = (k + rotation) % n;
+                let in_txn = !self.config.transactional || tq.txn_mark(p) == TxnMark::Added;
                 let queue = &mut tq.queues[p];
                 let Some(front) = queue.front() else { continue };
                 if front.retry_at.is_some_and(|t| now < t) {
@@ -623,6 +666,9 @@ impl RecordAccumulator {
                     out.unknown_leader = true;
                     continue;
                 };
+                if !in_txn {
+                    continue; // not in the transaction yet
+                }
                 if !node_ready(node) {
                     if !out.nodes_not_ready.contains(&node) {
                         out.nodes_not_ready.push(node);
@@ -696,6 +742,61 @@ impl RecordAccumulator {
             }
         }
         out
+    }
+
+    /// Removes and returns the queued batches that were never sent (an aborted transaction's;
+    /// those sent before wait for their answer: their sequence numbers are taken).
+    pub fn take_unsent(&self) -> Vec<ProducerBatch> {
+        let mut st = self.state.lock();
+        let mut out = Vec::new();
+        for tq in st.topics.iter_mut() {
+            for q in &mut tq.queues {
+                let (unsent, kept): (VecDeque<_>, VecDeque<_>) =
+                    q.drain(..).partition(|b| b.sequence.is_none());
+                *q = kept;
+                out.extend(unsent);
+            }
+        }
+        out
+    }
+
+    /// Partitions written to for the first time in the open transaction since the last call.
+    pub fn take_new_txn_partitions(&self) -> Vec<(Arc<str>, i32)> {
+        if !self.config.transactional {
+            return Vec::new();
+        }
+        std::mem::take(&mut self.state.lock().new_txn_partitions)
+    }
+
+    /// The coordinator added these partitions to the transaction: their batches may leave.
+    pub fn mark_txn_added(&self, partitions: &[(Arc<str>, i32)]) {
+        let mut st = self.state.lock();
+        for (t, p) in partitions {
+            if let Some(i) = st.find_topic(t) {
+                st.topics[i].set_txn_mark(*p as usize, TxnMark::Added);
+            }
+        }
+    }
+
+    /// The transaction ended: no partition is in one. Batches still queued (a `send()` that
+    /// raced the end) belong to the next transaction and are reported again.
+    pub fn reset_txn(&self) {
+        let mut st = self.state.lock();
+        let State {
+            topics,
+            new_txn_partitions,
+            ..
+        } = &mut *st;
+        new_txn_partitions.clear();
+        for tq in topics.iter_mut() {
+            tq.txn.clear();
+            for p in 0..tq.queues.len() {
+                if !tq.queues[p].is_empty() {
+                    tq.set_txn_mark(p, TxnMark::Reported);
+                    new_txn_partitions.push((tq.name.clone(), p as i32));
+                }
+            }
+        }
     }
 
     /// Clears the sequence numbers of queued batches (a new producer id starts from 0).
@@ -931,6 +1032,7 @@ pub(crate) mod tests {
                 max_request_size: 1 << 20,
                 compression: Compression::None,
                 ignore_keys: false,
+                transactional: false,
             },
             Arc::new(Counters::default()),
             Box::new(|| {}),

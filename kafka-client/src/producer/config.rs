@@ -58,6 +58,68 @@ impl fmt::Display for Acks {
     }
 }
 
+/// `checkpoint.transaction.policy`: what `before_checkpoint` does with a transaction that is
+/// open when the checkpoint starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CheckpointTransactionPolicy {
+    /// `wait` (the default): no new transaction begins, and the checkpoint waits (up to
+    /// `checkpoint.drain.timeout.ms`) for the application to commit or abort the open one; if
+    /// it does not, the checkpoint fails and the producer goes on. No work is thrown away.
+    #[default]
+    Wait,
+    /// `abort`: the open transaction is aborted at once; the application's next call on it
+    /// returns an abortable [`TransactionError`](super::TransactionError) and it retries the
+    /// work after `abort_transaction()`, as after any abortable error.
+    Abort,
+}
+
+impl FromStr for CheckpointTransactionPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "wait" => Ok(Self::Wait),
+            "abort" => Ok(Self::Abort),
+            _ => Err("expected wait or abort".into()),
+        }
+    }
+}
+
+impl fmt::Display for CheckpointTransactionPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Wait => "wait",
+            Self::Abort => "abort",
+        })
+    }
+}
+
+/// `crac.transactional.id.policy`: the `transactional.id` of a restored copy when the restorer
+/// gives none (in the variable `crac.transactional.id.var` names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransactionalIdPolicy {
+    /// `keep` (the default): the configured id. A restored copy fences any earlier producer
+    /// with that id (a zombie of itself, its own original after a leave-running dump); two
+    /// copies of one image running at once fence each other, the older one failing with
+    /// [`TransactionError::Fenced`](super::TransactionError::Fenced).
+    #[default]
+    Keep,
+    /// `unique`: `<transactional.id>-crac<generation>-<8 random hex digits>`, drawn after
+    /// each restore: copies of one image never fence each other. Zombies are then fenced by
+    /// the consumer group (offsets sent with `send_offsets_to_transaction`), not by the id.
+    Unique,
+}
+
+impl FromStr for TransactionalIdPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "keep" => Ok(Self::Keep),
+            "unique" => Ok(Self::Unique),
+            _ => Err("expected keep or unique".into()),
+        }
+    }
+}
+
 /// Every setting of the producer. Build it with [`ProducerConfig::new`] and the setters, or
 /// from properties with [`ProducerConfig::from_properties`]; [`ProducerConfig::set`] takes one
 /// `key, value` pair the way Java's `Properties` does.
@@ -94,6 +156,21 @@ pub struct ProducerConfig {
     /// `checkpoint.drain.timeout.ms` (default 30000): how long `before_checkpoint` waits for
     /// every accepted record to be acknowledged.
     pub checkpoint_drain_timeout: Duration,
+    /// `transactional.id` (default none): makes the producer transactional
+    /// ([`Producer::init_transactions`](super::Producer::init_transactions)).
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms` (default 60000): how long the transaction coordinator lets a
+    /// transaction stay open before it aborts it.
+    pub transaction_timeout: Duration,
+    /// `checkpoint.transaction.policy` (default wait).
+    pub checkpoint_transaction_policy: CheckpointTransactionPolicy,
+    /// `crac.transactional.id.var` (default `KAFKA_TRANSACTIONAL_ID`): the restore variable
+    /// that names a restored copy's `transactional.id` (`crac restore --env
+    /// KAFKA_TRANSACTIONAL_ID=svc-2`).
+    pub crac_transactional_id_var: String,
+    /// `crac.transactional.id.policy` (default keep): a restored copy's id when the restorer
+    /// names none.
+    pub crac_transactional_id_policy: TransactionalIdPolicy,
     explicit_idempotence: bool,
     explicit: Vec<&'static str>,
 }
@@ -113,6 +190,11 @@ const PRODUCER_KEYS: &[&str] = &[
     "max.request.size",
     "partitioner.ignore.keys",
     "checkpoint.drain.timeout.ms",
+    "transactional.id",
+    "transaction.timeout.ms",
+    "checkpoint.transaction.policy",
+    "crac.transactional.id.var",
+    "crac.transactional.id.policy",
 ];
 
 /// Every key [`ProducerConfig::set`] accepts: the [`COMMON_KEYS`], the [`SECURITY_KEYS`]
@@ -141,6 +223,11 @@ impl Default for ProducerConfig {
             max_request_size: 1024 * 1024,
             partitioner_ignore_keys: false,
             checkpoint_drain_timeout: Duration::from_millis(30_000),
+            transactional_id: None,
+            transaction_timeout: Duration::from_millis(60_000),
+            checkpoint_transaction_policy: CheckpointTransactionPolicy::Wait,
+            crac_transactional_id_var: "KAFKA_TRANSACTIONAL_ID".into(),
+            crac_transactional_id_policy: TransactionalIdPolicy::Keep,
             explicit_idempotence: false,
             explicit: Vec::new(),
         }
@@ -205,6 +292,18 @@ impl ProducerConfig {
             "max.request.size" => self.max_request_size = parse_num(key, v, 1usize)?,
             "partitioner.ignore.keys" => self.partitioner_ignore_keys = parse_bool(key, v)?,
             "checkpoint.drain.timeout.ms" => self.checkpoint_drain_timeout = parse_ms(key, v)?,
+            // Java reads an empty transactional.id as none.
+            "transactional.id" => {
+                self.transactional_id = Some(v.trim().to_owned()).filter(|id| !id.is_empty())
+            }
+            "transaction.timeout.ms" => self.transaction_timeout = parse_ms(key, v)?,
+            "checkpoint.transaction.policy" => {
+                self.checkpoint_transaction_policy = parse_with(key, v)?
+            }
+            "crac.transactional.id.var" => self.crac_transactional_id_var = v.trim().to_owned(),
+            "crac.transactional.id.policy" => {
+                self.crac_transactional_id_policy = parse_with(key, v)?
+            }
             _ => {
                 return Err(ConfigError::new(
                     key,
@@ -225,6 +324,18 @@ impl ProducerConfig {
     pub fn validate(&mut self) -> Result<(), ConfigError> {
         self.common.validate()?;
         self.validate_values()?;
+        if let Some(id) = &self.transactional_id {
+            if !self.enable_idempotence {
+                return Err(ConfigError::new(
+                    "enable.idempotence",
+                    "false",
+                    format!("transactional.id={id} needs idempotence"),
+                ));
+            }
+            // A transactional producer is idempotent by definition: a conflicting setting is
+            // an error, as in Java, rather than a reason to switch idempotence off.
+            self.explicit_idempotence = true;
+        }
         if self.enable_idempotence {
             let conflict = if self.acks != Acks::All {
                 Some(("acks", self.acks.to_string(), "idempotence needs acks=all"))
@@ -278,6 +389,12 @@ impl ProducerConfig {
         check_ms("linger.ms", self.linger, 0, LONG_MS)?;
         check_ms("max.block.ms", self.max_block, 0, LONG_MS)?;
         check_ms("delivery.timeout.ms", self.delivery_timeout, 1, INT_MS)?;
+        check_ms(
+            "transaction.timeout.ms",
+            self.transaction_timeout,
+            1,
+            INT_MS,
+        )?;
         check_ms(
             "checkpoint.drain.timeout.ms",
             self.checkpoint_drain_timeout,
@@ -394,6 +511,34 @@ impl ProducerConfig {
         self.mark("checkpoint.drain.timeout.ms");
         self
     }
+
+    /// `transactional.id`.
+    pub fn transactional_id(mut self, id: impl Into<String>) -> Self {
+        self.transactional_id = Some(id.into()).filter(|id| !id.is_empty());
+        self.mark("transactional.id");
+        self
+    }
+
+    /// `transaction.timeout.ms`.
+    pub fn transaction_timeout(mut self, d: Duration) -> Self {
+        self.transaction_timeout = d;
+        self.mark("transaction.timeout.ms");
+        self
+    }
+
+    /// `checkpoint.transaction.policy`.
+    pub fn checkpoint_transaction_policy(mut self, p: CheckpointTransactionPolicy) -> Self {
+        self.checkpoint_transaction_policy = p;
+        self.mark("checkpoint.transaction.policy");
+        self
+    }
+
+    /// `crac.transactional.id.policy`.
+    pub fn crac_transactional_id_policy(mut self, p: TransactionalIdPolicy) -> Self {
+        self.crac_transactional_id_policy = p;
+        self.mark("crac.transactional.id.policy");
+        self
+    }
 }
 
 #[cfg(test)]
@@ -439,6 +584,60 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(e.key, "delivery.timeout.ms");
+    }
+
+    #[test]
+    fn transactions_need_idempotence() {
+        let c = ProducerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("transactional.id", " svc-1 "),
+            ("checkpoint.transaction.policy", "abort"),
+            ("crac.transactional.id.policy", "unique"),
+        ])
+        .unwrap();
+        assert_eq!(c.transactional_id.as_deref(), Some("svc-1"));
+        assert_eq!(
+            c.checkpoint_transaction_policy,
+            CheckpointTransactionPolicy::Abort
+        );
+        assert_eq!(
+            c.crac_transactional_id_policy,
+            TransactionalIdPolicy::Unique
+        );
+        let c = ProducerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("transactional.id", ""),
+        ])
+        .unwrap();
+        assert_eq!(c.transactional_id, None);
+        // Idempotence is not switched off quietly for a transactional producer.
+        let e = ProducerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("transactional.id", "t"),
+            ("acks", "1"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.key, "acks");
+        let e = ProducerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("transactional.id", "t"),
+            ("enable.idempotence", "false"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.key, "enable.idempotence");
+        let e = ProducerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("checkpoint.transaction.policy", "commit"),
+        ])
+        .unwrap_err();
+        assert!(e.reason.contains("wait or abort"), "{e}");
+        let e = ProducerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("transactional.id", "t"),
+            ("transaction.timeout.ms", "0"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.key, "transaction.timeout.ms");
     }
 
     #[test]

@@ -100,6 +100,11 @@ pub(crate) struct Idempotence {
     partitions: HashMap<Key, PartitionSequences>,
     /// An epoch bump was asked for (applied by [`maybe_bump`](Self::maybe_bump)).
     bump_requested: bool,
+    /// A transactional producer's epoch belongs to its transaction coordinator: never bumped
+    /// here. A partition that must restart waits, and the transaction must be aborted, after
+    /// which the coordinator hands out the next epoch and [`clear`](Self::clear) restarts
+    /// every partition.
+    transactional: bool,
 }
 
 /// What [`Idempotence::due_restarts`] found: partitions whose sequences restart now.
@@ -115,6 +120,15 @@ impl Idempotence {
             },
             partitions: HashMap::new(),
             bump_requested: false,
+            transactional: false,
+        }
+    }
+
+    /// For a transactional producer (see the field).
+    pub fn transactional() -> Self {
+        Self {
+            transactional: true,
+            ..Self::new(true)
         }
     }
 
@@ -268,7 +282,7 @@ impl Idempotence {
             s.restart = Some(why);
         }
         tracing::info!(topic = %key.0, partition = key.1, ?why, "partition's sequences restart under a new epoch");
-        if Some(s.producer) == current {
+        if Some(s.producer) == current && !self.transactional {
             self.bump_requested = true;
         }
     }
@@ -430,6 +444,27 @@ mod tests {
         i.maybe_bump().unwrap();
         let r = i.due_restarts(|_, _| false);
         assert_eq!(r, vec![(Arc::from("t"), 0, Restart::Gap)]);
+    }
+
+    #[test]
+    fn a_transactional_producer_never_bumps_its_epoch_itself() {
+        let mut i = Idempotence::transactional();
+        i.pid = ProducerIdState::Ready(P0);
+        let (mut a, b) = (batch("t", 0, 1), batch("t", 0, 1));
+        send(&mut i, &mut a);
+        i.release(&a);
+        i.on_sequence_error(&a, ErrorCode::OutOfOrderSequenceNumber);
+        assert_eq!(i.maybe_bump(), None);
+        assert!(i.due_restarts(|_, _| false).is_empty());
+        assert!(
+            !i.can_send(&b, 1),
+            "the partition waits for the coordinator's epoch"
+        );
+        i.clear();
+        let next = ProducerIdAndEpoch { id: 7, epoch: 1 };
+        i.pid = ProducerIdState::Ready(next);
+        let mut b = b;
+        assert_eq!(send(&mut i, &mut b), (next, 0));
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod metrics;
 pub mod partitioner;
 mod record;
 mod sender;
+pub mod transaction;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,12 +26,17 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use self::accumulator::{AccumulatorConfig, NoCallback, RecordAccumulator};
-pub use self::config::{Acks, ConfigError, ProducerConfig};
+pub use self::config::{
+    Acks, CheckpointTransactionPolicy, ConfigError, ProducerConfig, TransactionalIdPolicy,
+};
 pub use self::delivery::{Callback, DeliveryFuture};
 use self::metrics::Counters;
 pub use self::metrics::ProducerMetrics;
 pub use self::record::{ProducerRecord, RecordMetadata};
 use self::sender::{Command, Sender};
+use self::transaction::TransactionManager;
+pub use self::transaction::{TransactionAction, TransactionError, TransactionState};
+use crate::consumer::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
 use crate::error::{ProduceError, TimeoutError};
 use crate::network::checkpoint::CheckpointState;
 use crate::network::{Event, NetworkClient, NetworkConfig};
@@ -82,6 +88,11 @@ pub(crate) struct ProducerInner {
     thread: Mutex<Option<JoinHandle<usize>>>,
     sender_thread: std::thread::ThreadId,
     checkpoint: CheckpointState,
+    /// The transaction state (with `transactional.id`).
+    txn: Option<Arc<TransactionManager>>,
+    /// Registered at the application level so that the open transaction ends before the
+    /// network-level resources (a consumer leaving its group) act; see `checkpoint`.
+    txn_resource: Option<Arc<checkpoint::TransactionCheckpoint>>,
 }
 
 impl Producer {
@@ -115,6 +126,7 @@ impl Producer {
                 max_request_size: config.max_request_size,
                 compression: config.compression,
                 ignore_keys: config.partitioner_ignore_keys,
+                transactional: config.transactional_id.is_some(),
             },
             counters.clone(),
             wake,
@@ -123,6 +135,16 @@ impl Producer {
             NetworkConfig::new(&config.common, config.max_in_flight),
             events_tx.clone(),
         );
+        let txn = config.transactional_id.as_deref().map(|id| {
+            let tx = events_tx.clone();
+            let pending = wake_pending.clone();
+            let wake = Box::new(move || {
+                if !pending.swap(true, Ordering::AcqRel) {
+                    let _ = tx.send(Event::Wakeup);
+                }
+            });
+            Arc::new(TransactionManager::new(id, config.max_block, wake))
+        });
         let sender = Sender::new(
             config.clone(),
             acc.clone(),
@@ -131,6 +153,7 @@ impl Producer {
             commands_rx,
             counters.clone(),
             wake_pending.clone(),
+            txn.clone(),
         );
         let thread = std::thread::Builder::new()
             .name(format!("kafka-producer-{}", config.common.client_id))
@@ -156,6 +179,9 @@ impl Producer {
                 reason: format!("cannot start the sender thread: {e}"),
             })?;
         let sender_thread = thread.thread().id();
+        let txn_resource = txn
+            .as_ref()
+            .map(|t| Arc::new(checkpoint::TransactionCheckpoint::new(t.clone(), &config)));
         let inner = Arc::new(ProducerInner {
             sender_thread,
             config,
@@ -166,10 +192,15 @@ impl Producer {
             counters,
             thread: Mutex::new(Some(thread)),
             checkpoint: CheckpointState::default(),
+            txn_resource,
+            txn,
         });
         if inner.config.common.crac_register {
-            crac_api::Core::global_context()
-                .register_with_priority(&inner, crac_api::Priority::Network);
+            let ctx = crac_api::Core::global_context();
+            if let Some(r) = &inner.txn_resource {
+                ctx.register_with_priority(r, crac_api::Priority::Application);
+            }
+            ctx.register_with_priority(&inner, crac_api::Priority::Network);
         }
         tracing::info!(client_id = %inner.config.common.client_id, idempotence = inner.config.enable_idempotence, acks = %inner.config.acks, "producer started");
         Ok(Self { inner })
@@ -191,6 +222,7 @@ impl Producer {
     /// the topic's metadata is unknown, `buffer.memory` is full, or a checkpoint is running.
     /// The record is serialized before this returns; its buffers can be reused at once.
     pub fn send(&self, record: ProducerRecord<'_>) -> Result<DeliveryFuture, ProduceError> {
+        self.inner.check_transaction()?;
         match self.inner.acc.append::<NoCallback>(&record, None)? {
             Some(report) => Ok(report),
             None => unreachable!("append returns the report when there is no callback"),
@@ -206,6 +238,7 @@ impl Producer {
         record: ProducerRecord<'_>,
         callback: impl FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static,
     ) -> Result<(), ProduceError> {
+        self.inner.check_transaction()?;
         self.inner.acc.append(&record, Some(callback)).map(drop)
     }
 
@@ -255,13 +288,113 @@ impl Producer {
     }
 
     /// The producer as a CRaC resource (to register in a context of your own when
-    /// `crac.register=false`).
+    /// `crac.register=false`). A transactional producer's resource also ends the open
+    /// transaction before it drains (see [`transaction_resource`](Self::transaction_resource)
+    /// for doing that earlier, at the application level).
     pub fn as_resource(&self) -> Arc<dyn crac_api::Resource> {
         self.inner.clone()
+    }
+
+    /// A transactional producer's second resource: ends the open transaction (by
+    /// `checkpoint.transaction.policy`) and keeps new ones from beginning until the restore.
+    /// Registered by default at [`crac_api::Priority::Application`], before every
+    /// network-level resource, so that the transaction commits while its consumer is still a
+    /// member of its group.
+    pub fn transaction_resource(&self) -> Option<Arc<dyn crac_api::Resource>> {
+        self.inner
+            .txn_resource
+            .clone()
+            .map(|r| r as Arc<dyn crac_api::Resource>)
+    }
+
+    // --- transactions ----------------------------------------------------------------------
+
+    fn transactions(
+        &self,
+        operation: &'static str,
+    ) -> Result<&TransactionManager, TransactionError> {
+        if self.inner.acc.is_closed() {
+            return Err(TransactionError::Closed { operation });
+        }
+        self.inner
+            .txn
+            .as_deref()
+            .ok_or(TransactionError::NotTransactional { operation })
+    }
+
+    /// Java's `initTransactions()`: takes a producer id and epoch for `transactional.id`.
+    /// The coordinator first completes what an earlier producer with this id left open
+    /// (aborting its transaction) and fences that producer for good. Call it once, before
+    /// the first transaction; blocks up to `max.block.ms` (a
+    /// [`TransactionError::Timeout`] leaves it going: call it again). A restored copy takes
+    /// its producer id again by itself.
+    pub fn init_transactions(&self) -> Result<(), TransactionError> {
+        self.transactions("init_transactions()")?.init()
+    }
+
+    /// Java's `beginTransaction()`: records sent from now on belong to a new transaction.
+    /// Waits (up to `max.block.ms`) while a checkpoint is under way and while a restored
+    /// copy takes its producer id.
+    pub fn begin_transaction(&self) -> Result<(), TransactionError> {
+        self.transactions("begin_transaction()")?.begin()
+    }
+
+    /// Java's `sendOffsetsToTransaction(offsets, groupMetadata)`: commits a consumer's
+    /// positions (the offset of the next record to read, per partition) with the open
+    /// transaction. `group` is the consumer's [`group_metadata()`](crate::Consumer::group_metadata):
+    /// the group coordinator refuses the offsets of a member that no longer owns its
+    /// partitions (KIP-447), which keeps a zombie, or a restored copy holding records read
+    /// before its checkpoint, from committing them. Blocks until the offsets are with the
+    /// group coordinator.
+    pub fn send_offsets_to_transaction(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        group: &ConsumerGroupMetadata,
+    ) -> Result<(), TransactionError> {
+        self.transactions("send_offsets_to_transaction()")?
+            .send_offsets(offsets, group)
+    }
+
+    /// Java's `commitTransaction()`: sends every record of the transaction at once (ignoring
+    /// `linger.ms`), waits for each one's answer, then commits. A record that failed makes it
+    /// fail with [`TransactionError::Abortable`]: abort, and do the work again.
+    pub fn commit_transaction(&self) -> Result<(), TransactionError> {
+        let acc = &self.inner.acc;
+        self.transactions("commit_transaction()")?.commit(|| {
+            acc.begin_flush();
+        })
+    }
+
+    /// Java's `abortTransaction()`: records not sent yet are dropped (their reports fail
+    /// with [`TransactionError::Aborted`]), the rest are answered, then the transaction is
+    /// aborted: `read_committed` consumers never see its records.
+    pub fn abort_transaction(&self) -> Result<(), TransactionError> {
+        self.transactions("abort_transaction()")?.abort()
+    }
+
+    /// Where the transactional producer stands (`None` without `transactional.id`).
+    pub fn transaction_state(&self) -> Option<TransactionState> {
+        self.inner.txn.as_ref().map(|t| t.state())
+    }
+
+    /// The `transactional.id` in use: the configured one, or a restored copy's own.
+    pub fn transactional_id(&self) -> Option<String> {
+        self.inner
+            .txn
+            .as_ref()
+            .map(|t| t.transactional_id().to_string())
     }
 }
 
 impl ProducerInner {
+    /// A transactional producer takes records only inside a transaction.
+    fn check_transaction(&self) -> Result<(), ProduceError> {
+        match &self.txn {
+            Some(t) => t.check_send().map_err(ProduceError::Transaction),
+            None => Ok(()),
+        }
+    }
+
     fn wake(&self) {
         if !self.wake_pending.swap(true, Ordering::AcqRel) {
             let _ = self.events.send(Event::Wakeup);

@@ -16,6 +16,8 @@ use super::accumulator::{ProducerBatch, RecordAccumulator};
 use super::config::{Acks, ProducerConfig};
 use super::idempotence::{Idempotence, ProducerIdAndEpoch, ProducerIdState, Restart};
 use super::metrics::Counters;
+use super::transaction::TransactionManager;
+use super::transaction::io::{Effects, TxnCall, TxnIo};
 use crate::error::ProduceError;
 use crate::network::{Completion, Event, MetadataContext, Net, NetworkClient, NetworkError};
 use crate::protocol::messages::{
@@ -48,6 +50,8 @@ pub(crate) enum RequestContext {
     Produce(Vec<ProducerBatch>),
     Metadata,
     InitProducerId,
+    /// A request of the transaction (to a coordinator).
+    Txn(TxnCall),
 }
 
 impl MetadataContext for RequestContext {
@@ -87,7 +91,13 @@ pub(crate) struct Sender {
     next_expire_check: Option<Instant>,
     /// The last connection failure on the security settings, until a connection succeeds.
     security_error: Option<Arc<str>>,
+    /// The transactional producer's coordinator I/O.
+    txn: Option<TxnIo>,
 }
+
+/// Produce v12 means transactions v2 (partitions added by the Produce request itself); this
+/// client's transactions are v1, whose Produce requests stop at v11.
+const TXN_V1_MAX_PRODUCE_VERSION: i16 = 11;
 
 /// How often batches are checked against `delivery.timeout.ms` (each check takes the
 /// accumulator's lock and walks every queue and request in flight).
@@ -103,9 +113,15 @@ impl Sender {
         commands: Receiver<Command>,
         counters: Arc<Counters>,
         wake_pending: Arc<AtomicBool>,
+        txn: Option<Arc<TransactionManager>>,
     ) -> Self {
         let net = Net::new(client, &config.common);
-        let idem = Idempotence::new(config.enable_idempotence);
+        let idem = match txn {
+            Some(_) => Idempotence::transactional(),
+            None => Idempotence::new(config.enable_idempotence),
+        };
+        let txn =
+            txn.map(|mgr| TxnIo::new(mgr, config.transaction_timeout, config.common.retry_backoff));
         Self {
             config,
             acc,
@@ -122,6 +138,7 @@ impl Sender {
             failed_at_close: 0,
             next_expire_check: None,
             security_error: None,
+            txn,
         }
     }
 
@@ -144,7 +161,11 @@ impl Sender {
             }
             self.ensure_bootstrap_nodes();
             self.maybe_update_metadata(now);
-            self.maybe_init_producer_id(now);
+            if self.txn.is_some() {
+                self.poll_txn(now);
+            } else {
+                self.maybe_init_producer_id(now);
+            }
             self.resolve_sequences();
             if self.next_expire_check.is_none_or(|t| now >= t) {
                 self.expire(now);
@@ -263,6 +284,10 @@ impl Sender {
                 self.pid_retry_at = None;
                 self.acc.clear_sequences();
             }
+            if let Some(t) = self.txn.as_mut() {
+                t.reset();
+                self.acc.reset_txn();
+            }
             tracing::info!("restored: re-bootstrapping metadata and taking a new producer id");
             self.phase = Phase::Running;
         }
@@ -336,9 +361,59 @@ impl Sender {
         }
     }
 
+    /// A turn of the transaction's I/O: partitions written to for the first time are added,
+    /// the operation under way (init, offsets, commit, abort) moves on.
+    fn poll_txn(&mut self, now: Instant) {
+        let idle = self.produce_in_flight == 0 && self.acc.all_complete();
+        let Some(t) = self.txn.as_mut() else { return };
+        t.add_partitions(self.acc.take_new_txn_partitions());
+        let fx = t.poll(&mut self.net, idle, now);
+        self.apply_txn(fx);
+    }
+
+    fn apply_txn(&mut self, fx: Effects) {
+        if let Some(p) = fx.producer {
+            // A new producer id or epoch from the coordinator: every sequence starts over.
+            self.idem.clear();
+            self.acc.clear_sequences();
+            self.idem.pid = ProducerIdState::Ready(p);
+            let previous = self.counters.producer_id.swap(p.id, Ordering::Relaxed);
+            if previous == p.id {
+                Counters::add(&self.counters.producer_epoch_bumps, 1);
+            } else if previous >= 0 {
+                Counters::add(&self.counters.producer_id_resets, 1);
+            }
+        }
+        if !fx.added.is_empty() {
+            self.acc.mark_txn_added(&fx.added);
+        }
+        if let Some(e) = fx.fail_unsent {
+            for b in self.acc.take_unsent() {
+                self.fail(b, e.clone());
+            }
+        }
+        if let Some(e) = fx.fail_queued {
+            for b in self.acc.take_all() {
+                self.fail(b, e.clone());
+            }
+        }
+        if fx.ended {
+            self.acc.reset_txn();
+        }
+        if let Some((node, why)) = fx.disconnect {
+            self.disconnect(node, &why);
+        }
+        self.requeue_lost(fx.lost);
+    }
+
     fn set_fatal(&mut self, why: String) {
         tracing::error!(error = %why, "producer failed fatally");
         let why: Arc<str> = Arc::from(why);
+        if let Some(t) = &self.txn {
+            let mut core = t.mgr.lock();
+            let f = core.fatal_error("Produce", why.clone());
+            core.fatal(f);
+        }
         self.idem.pid = ProducerIdState::Fatal(why.clone());
         self.acc.close(Some(why.clone()));
         for b in self.acc.take_all() {
@@ -473,7 +548,16 @@ impl Sender {
     }
 
     fn send_batches(&mut self, node: i32, batches: Vec<ProducerBatch>, now: Instant) {
-        let (version, corr) = match self.net.client.begin::<ProduceRequest<'_>>(node) {
+        let transactional_id = self.txn.as_ref().map(|t| t.mgr.transactional_id());
+        let max_version = match transactional_id {
+            Some(_) => TXN_V1_MAX_PRODUCE_VERSION,
+            None => i16::MAX,
+        };
+        let (version, corr) = match self
+            .net
+            .client
+            .begin_up_to::<ProduceRequest<'_>>(node, max_version)
+        {
             Ok(x) => x,
             Err(e) => return self.unsent(node, batches, e),
         };
@@ -493,7 +577,7 @@ impl Sender {
                 }
             }
             let req = ProduceRequest {
-                transactional_id: None,
+                transactional_id: transactional_id.as_deref(),
                 acks: self.config.acks.as_i16(),
                 timeout_ms: self
                     .config
@@ -588,6 +672,11 @@ impl Sender {
                 RequestContext::InitProducerId => {
                     self.pid_in_flight = false;
                 }
+                RequestContext::Txn(call) => {
+                    if let Some(t) = self.txn.as_mut() {
+                        t.on_lost(call);
+                    }
+                }
             }
         }
     }
@@ -665,6 +754,12 @@ impl Sender {
                             self.disconnect(node_id, &e.to_string());
                         }
                     }
+                }
+                RequestContext::Txn(call) => {
+                    let Some(t) = self.txn.as_mut() else { return };
+                    let fx =
+                        t.on_response(&mut self.net, call, node_id, &body, version, correlation_id);
+                    self.apply_txn(fx);
                 }
                 RequestContext::Produce(batches) => {
                     self.produce_in_flight = self.produce_in_flight.saturating_sub(1);
@@ -774,7 +869,9 @@ impl Sender {
             self.idem.left_unacked(&b);
             return;
         }
-        let idempotent = b.sequence.is_some();
+        // A transactional producer does not restart sequences itself: the batch fails, the
+        // transaction must be aborted, and the coordinator gives the next epoch.
+        let idempotent = b.sequence.is_some() && self.txn.is_none();
         let sequence_error = matches!(
             code,
             ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId
@@ -860,6 +957,9 @@ impl Sender {
         if b.done {
             return;
         }
+        if let Some(t) = &self.txn {
+            t.batch_failed(&e, b.sequence.is_some());
+        }
         let n = b.record_count() as u64;
         b.complete(Err(e));
         Counters::add(&self.counters.records_failed, n);
@@ -915,7 +1015,9 @@ impl Sender {
                 false
             }
             Phase::Closing { deadline } => {
-                if done {
+                // A transaction still open is aborted first, as Java's sender does.
+                let txn_pending = self.txn.as_ref().is_some_and(|t| t.mgr.close_pending());
+                if done && !txn_pending {
                     return true;
                 }
                 if deadline.is_some_and(|d| now >= d) {
@@ -956,7 +1058,14 @@ impl Sender {
         if let Some(d) = self.net.client.next_deadline() {
             t = t.min(d.saturating_duration_since(now));
         }
-        if self.net.metadata.update_due(now) || self.idem.pid == ProducerIdState::Needed {
+        if let Some(due) = self.txn.as_ref().and_then(TxnIo::next_due) {
+            t = t.min(due.saturating_duration_since(now));
+        }
+        let txn_busy = self.txn.as_ref().is_some_and(TxnIo::busy);
+        if self.net.metadata.update_due(now)
+            || (self.txn.is_none() && self.idem.pid == ProducerIdState::Needed)
+            || txn_busy
+        {
             t = t.min(
                 self.config
                     .common

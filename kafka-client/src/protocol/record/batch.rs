@@ -103,6 +103,7 @@ pub struct BatchWriter {
     base_timestamp: i64,
     max_timestamp: i64,
     compression: Compression,
+    transactional: bool,
 }
 
 impl BatchWriter {
@@ -117,7 +118,14 @@ impl BatchWriter {
             base_timestamp: 0,
             max_timestamp: 0,
             compression,
+            transactional: false,
         }
+    }
+
+    /// Marks the batch as part of a transaction (attribute bit 4): the broker keeps it from
+    /// `read_committed` consumers until the transaction's commit marker.
+    pub fn set_transactional(&mut self, on: bool) {
+        self.transactional = on;
     }
 
     /// Records in the batch.
@@ -242,7 +250,8 @@ impl BatchWriter {
         b[8..12].copy_from_slice(&((len - 12) as i32).to_be_bytes());
         b[12..16].copy_from_slice(&(-1i32).to_be_bytes());
         b[16] = 2;
-        b[21..23].copy_from_slice(&codec.attribute_bits().to_be_bytes());
+        let attributes = codec.attribute_bits() | if self.transactional { 0x10 } else { 0 };
+        b[21..23].copy_from_slice(&attributes.to_be_bytes());
         b[23..27].copy_from_slice(&(self.count - 1).max(0).to_be_bytes());
         b[27..35].copy_from_slice(&self.base_timestamp.to_be_bytes());
         b[35..43].copy_from_slice(&self.max_timestamp.to_be_bytes());
@@ -698,5 +707,21 @@ mod tests {
         let crc = u32::from_be_bytes(bytes[17..21].try_into().unwrap());
         assert_eq!(crc, crc32c::crc32c(&bytes[21..]));
         assert_eq!(bytes.len(), 61 + 7);
+    }
+
+    #[test]
+    fn transactional_batches_carry_the_attribute_bit() {
+        for codec in [Compression::None, Compression::Lz4] {
+            let mut w = BatchWriter::new(100, codec);
+            w.append(1, None, Some(b"v"), &[]);
+            w.set_transactional(true);
+            let b = decode_batches(w.seal(3, 1, 0)).unwrap().remove(0);
+            assert!(b.is_transactional() && !b.is_control(), "{codec}");
+            assert_eq!(
+                b.compression_bits(),
+                codec.attribute_bits() as u8,
+                "{codec}"
+            );
+        }
     }
 }

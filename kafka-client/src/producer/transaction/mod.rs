@@ -1,0 +1,733 @@
+//! Transactions (Java's `TransactionManager`): the state machine shared by the application's
+//! calls and the sender thread, and what a checkpoint does with it.
+//!
+//! The application's calls (`init_transactions`, `begin_transaction`,
+//! `send_offsets_to_transaction`, `commit_transaction`, `abort_transaction`) change the state
+//! here and, but for `begin`, hand the sender thread an operation and wait (up to
+//! `max.block.ms`) for its outcome; the sender thread ([`io`]) talks to the transaction and
+//! group coordinators and completes it. One operation at a time: a call that timed out leaves
+//! its operation going, and the same call made again waits for it, as in Java.
+//!
+//! Errors are sorted as Java sorts them: fencing (`PRODUCER_FENCED`, `INVALID_PRODUCER_EPOCH`),
+//! `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, `INVALID_TXN_STATE` and answers the client cannot
+//! read are fatal (close the producer); a failed record, a consumer group that moved on,
+//! a lost producer id and the like make the transaction abortable (abort it, retry the
+//! work); coordinator moves and loads are retried. See [`TransactionError::action`].
+//!
+//! A checkpoint ([`TransactionManager::checkpoint_begin`]) closes a gate so no transaction
+//! begins, then waits for the open one to end or aborts it (`checkpoint.transaction.policy`);
+//! after a restore the producer takes a producer id again under the restored copy's
+//! `transactional.id` ([`TransactionManager::restored`]).
+
+mod error;
+pub(crate) mod io;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+pub use self::error::{TransactionAction, TransactionError, TransactionState};
+use super::config::CheckpointTransactionPolicy;
+use crate::consumer::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
+use crate::protocol::ErrorCode;
+
+/// Offsets to commit in the open transaction, with the consumer group they belong to.
+#[derive(Debug, Clone)]
+pub(crate) struct SendOffsets {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+}
+
+/// What an operation asks of the sender thread.
+#[derive(Debug, Clone)]
+pub(crate) enum OpKind {
+    /// FindCoordinator, then InitProducerId with the `transactional.id`.
+    Init,
+    /// AddOffsetsToTxn, then TxnOffsetCommit to the group coordinator.
+    SendOffsets(Arc<SendOffsets>),
+    /// Every record delivered, then EndTxn(commit).
+    Commit,
+    /// Unsent records dropped, the rest delivered, then EndTxn(abort) (and InitProducerId
+    /// with the current id and epoch when a new epoch is needed).
+    Abort,
+}
+
+impl OpKind {
+    fn method(&self) -> &'static str {
+        match self {
+            OpKind::Init => "init_transactions()",
+            OpKind::SendOffsets(_) => "send_offsets_to_transaction()",
+            OpKind::Commit => "commit_transaction()",
+            OpKind::Abort => "abort_transaction()",
+        }
+    }
+}
+
+/// An operation the sender thread works on.
+#[derive(Debug)]
+pub(crate) struct Op {
+    pub id: u64,
+    pub kind: OpKind,
+    /// Started by the producer itself (the re-init after a restore, the checkpoint's abort):
+    /// nobody waits for its outcome; it goes away when done.
+    pub internal: bool,
+    outcome: Option<Result<(), TransactionError>>,
+}
+
+/// The state, under one lock.
+#[derive(Debug)]
+pub(crate) struct Core {
+    /// The `transactional.id` in use (a restored copy may have another one).
+    pub id: Arc<str>,
+    state: TransactionState,
+    /// The abortable or fatal error behind `AbortableError` / `FatalError`.
+    pub error: Option<TransactionError>,
+    /// The abort must take a new epoch afterwards (InitProducerId with the current id and
+    /// epoch, KIP-360): sequence numbers of some partition are no longer known.
+    pub bump_epoch: bool,
+    /// The coordinator lost the producer id's mapping: EndTxn would be refused, so the abort
+    /// goes straight to InitProducerId.
+    pub skip_end_txn: bool,
+    /// Partitions or offsets were added: the coordinator knows the transaction, and ending
+    /// it takes an EndTxn.
+    pub started: bool,
+    pub op: Option<Op>,
+    next_op: u64,
+    /// A checkpoint is under way: no transaction begins.
+    gate_closed: bool,
+    /// The checkpoint aborted the application's transaction: its next call on it says so,
+    /// and its `abort_transaction()` then succeeds at once.
+    abort_owed: Option<TransactionError>,
+}
+
+impl Core {
+    pub fn state(&self) -> TransactionState {
+        self.state
+    }
+
+    /// The operation the sender should work on, if any is waiting for it.
+    pub fn pending_op(&self) -> Option<(u64, &OpKind)> {
+        self.op
+            .as_ref()
+            .filter(|o| o.outcome.is_none())
+            .map(|o| (o.id, &o.kind))
+    }
+
+    /// Whether a transaction is open or being ended (the checkpoint waits for these).
+    fn transaction_open(&self) -> bool {
+        matches!(
+            self.state,
+            TransactionState::InTransaction
+                | TransactionState::Committing
+                | TransactionState::Aborting
+                | TransactionState::AbortableError
+        )
+    }
+
+    fn abortable_error(
+        &self,
+        reason: impl Into<Arc<str>>,
+        code: Option<ErrorCode>,
+    ) -> TransactionError {
+        TransactionError::Abortable {
+            transactional_id: self.id.clone(),
+            reason: reason.into(),
+            code,
+        }
+    }
+
+    fn invalid(&self, operation: &'static str, hint: &'static str) -> TransactionError {
+        TransactionError::InvalidState {
+            operation,
+            state: self.state,
+            hint,
+        }
+    }
+}
+
+/// The transaction state shared by the application's calls and the sender thread.
+pub(crate) struct TransactionManager {
+    core: Mutex<Core>,
+    changed: Condvar,
+    /// `core.state`, readable without the lock (`send()` checks it for every record).
+    fast_state: AtomicU8,
+    wake: Box<dyn Fn() + Send + Sync>,
+    max_block: Duration,
+}
+
+impl std::fmt::Debug for TransactionManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransactionManager")
+            .field("core", &*self.core.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The state locked, with the transitions the sender thread makes. Dropping it wakes the
+/// application's calls waiting for a change.
+pub(crate) struct Locked<'a> {
+    mgr: &'a TransactionManager,
+    core: MutexGuard<'a, Core>,
+    changed: bool,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Core {
+        self.changed = true;
+        &mut self.core
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        if self.changed {
+            self.mgr.changed.notify_all();
+        }
+    }
+}
+
+impl Locked<'_> {
+    /// Waits for a change until `deadline`; false (without waiting) once it has passed.
+    pub fn wait_until(&mut self, deadline: Instant) -> bool {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        if self.changed {
+            // Others may be waiting for what this caller changed.
+            self.mgr.changed.notify_all();
+            self.changed = false;
+        }
+        let _ = self.mgr.changed.wait_until(&mut self.core, deadline);
+        true
+    }
+
+    /// Moves to `to`, as Java's `TransactionManager.transitionTo` allows.
+    pub fn set_state(&mut self, to: TransactionState) {
+        use TransactionState::*;
+        let from = self.core.state;
+        let valid = match to {
+            Uninitialized => false,
+            Initializing => matches!(from, Uninitialized | Initializing | Ready | Aborting),
+            Ready => matches!(from, Initializing | Committing | Aborting),
+            InTransaction => from == Ready,
+            Committing => from == InTransaction,
+            Aborting => matches!(from, InTransaction | AbortableError),
+            AbortableError => matches!(from, InTransaction | Committing | AbortableError),
+            FatalError => true,
+        };
+        if !valid {
+            tracing::error!(%from, %to, "invalid transaction state transition (a bug)");
+            debug_assert!(valid, "transaction state {from} -> {to}");
+            return;
+        }
+        if from != to {
+            tracing::debug!(%from, %to, "transaction state");
+        }
+        self.changed = true;
+        self.core.state = to;
+        self.mgr.fast_state.store(to.index(), Ordering::Release);
+    }
+
+    /// Completes the operation under way. An internal one goes away; the application's
+    /// waits for its caller to take the outcome.
+    pub fn complete(&mut self, outcome: Result<(), TransactionError>) {
+        self.changed = true;
+        match self.core.op.take() {
+            Some(op) if op.internal => {
+                if let Err(e) = outcome {
+                    tracing::warn!(op = op.kind.method(), error = %e, "transaction operation of the producer's own failed");
+                }
+            }
+            Some(mut op) => {
+                op.outcome = Some(outcome);
+                self.core.op = Some(op);
+            }
+            None => {}
+        }
+    }
+
+    /// The open transaction cannot commit any more. With `bump`, the abort takes a new
+    /// epoch. Outside a transaction there is nothing to abort: the error is only logged.
+    pub fn abortable(&mut self, reason: impl Into<Arc<str>>, code: Option<ErrorCode>, bump: bool) {
+        use TransactionState::*;
+        let reason = reason.into();
+        self.changed = true;
+        self.core.bump_epoch |= bump;
+        match self.core.state {
+            InTransaction | Committing | AbortableError => {
+                tracing::warn!(%reason, "transaction must be aborted");
+                if self.core.state != AbortableError {
+                    self.core.error = Some(self.core.abortable_error(reason, code));
+                    self.set_state(AbortableError);
+                }
+                // An operation other than the abort fails with it (commit, send_offsets).
+                if self
+                    .core
+                    .pending_op()
+                    .is_some_and(|(_, k)| !matches!(k, OpKind::Abort))
+                {
+                    let e = self.core.error.clone().expect("set above");
+                    self.complete(Err(e));
+                }
+            }
+            Aborting => tracing::info!(%reason, "error while aborting; the abort goes on"),
+            state => tracing::warn!(%reason, %state, "abortable error outside a transaction"),
+        }
+    }
+
+    /// The producer can do nothing more: the operation under way fails with `e`, and every
+    /// later call too.
+    pub fn fatal(&mut self, e: TransactionError) {
+        if self.core.state == TransactionState::FatalError {
+            return;
+        }
+        tracing::error!(error = %e, "transactional producer failed fatally");
+        self.core.error = Some(e.clone());
+        self.set_state(TransactionState::FatalError);
+        if self.core.op.is_some() {
+            self.complete(Err(e));
+        }
+    }
+
+    /// The transaction ended (EndTxn answered, or there was nothing to end): ready for the
+    /// next one.
+    pub fn ended(&mut self) {
+        self.core.started = false;
+        self.core.error = None;
+        self.core.skip_end_txn = false;
+        self.set_state(TransactionState::Ready);
+        self.complete(Ok(()));
+    }
+
+    pub fn fenced(&self, code: ErrorCode) -> TransactionError {
+        TransactionError::Fenced {
+            transactional_id: self.core.id.clone(),
+            code,
+        }
+    }
+
+    pub fn fatal_error(
+        &self,
+        operation: &'static str,
+        reason: impl Into<Arc<str>>,
+    ) -> TransactionError {
+        TransactionError::Fatal {
+            transactional_id: self.core.id.clone(),
+            operation,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl TransactionManager {
+    pub fn new(id: &str, max_block: Duration, wake: Box<dyn Fn() + Send + Sync>) -> Self {
+        Self {
+            core: Mutex::new(Core {
+                id: Arc::from(id),
+                state: TransactionState::Uninitialized,
+                error: None,
+                bump_epoch: false,
+                skip_end_txn: false,
+                started: false,
+                op: None,
+                next_op: 1,
+                gate_closed: false,
+                abort_owed: None,
+            }),
+            changed: Condvar::new(),
+            fast_state: AtomicU8::new(TransactionState::Uninitialized.index()),
+            wake,
+            max_block,
+        }
+    }
+
+    pub fn lock(&self) -> Locked<'_> {
+        Locked {
+            mgr: self,
+            core: self.core.lock(),
+            changed: false,
+        }
+    }
+
+    /// The state now.
+    pub fn state(&self) -> TransactionState {
+        TransactionState::ALL[self.fast_state.load(Ordering::Acquire) as usize]
+    }
+
+    /// The `transactional.id` in use.
+    pub fn transactional_id(&self) -> Arc<str> {
+        self.core.lock().id.clone()
+    }
+
+    /// Whether `send()` may add a record now: only inside a transaction (an atomic load on
+    /// that path; the lock only to say why not).
+    pub fn check_send(&self) -> Result<(), TransactionError> {
+        if self.state() == TransactionState::InTransaction {
+            return Ok(());
+        }
+        let core = self.core.lock();
+        Err(Self::refusal(&core).unwrap_or_else(|| {
+            let hint = match core.state {
+                TransactionState::Uninitialized => {
+                    "call init_transactions(), then begin_transaction() first"
+                }
+                TransactionState::Committing | TransactionState::Aborting => {
+                    "the transaction is ending: call begin_transaction() for the next one"
+                }
+                _ => "call begin_transaction() first",
+            };
+            core.invalid("send()", hint)
+        }))
+    }
+
+    /// Why a call on the open transaction cannot go on: fatal, aborted by the checkpoint, or
+    /// abortable.
+    fn refusal(core: &Core) -> Option<TransactionError> {
+        match core.state {
+            TransactionState::FatalError => core.error.clone(),
+            _ if core.abort_owed.is_some() => core.abort_owed.clone(),
+            TransactionState::AbortableError => core.error.clone(),
+            _ => None,
+        }
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now()
+            .checked_add(self.max_block)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365))
+    }
+
+    fn timeout(&self, operation: &'static str) -> TransactionError {
+        TransactionError::Timeout {
+            operation,
+            after: self.max_block,
+        }
+    }
+
+    /// Runs an operation: `start` checks the state and returns the operation to hand the
+    /// sender (or `None` when done at once); then waits for its outcome. A call made again
+    /// after it timed out waits for the same operation.
+    fn run(
+        &self,
+        method: &'static str,
+        start: impl FnOnce(&mut Locked<'_>) -> Result<Option<OpKind>, TransactionError>,
+    ) -> Result<(), TransactionError> {
+        let deadline = self.deadline();
+        let mut core = self.lock();
+        // An operation of the producer's own (the re-init after a restore, the checkpoint's
+        // abort) finishes first.
+        while core.op.as_ref().is_some_and(|o| o.internal) {
+            if !core.wait_until(deadline) {
+                return Err(self.timeout(method));
+            }
+        }
+        let id = match &core.op {
+            Some(op) if op.kind.method() == method => op.id,
+            Some(op) => {
+                return Err(TransactionError::InvalidState {
+                    operation: method,
+                    state: core.state,
+                    hint: match op.kind {
+                        OpKind::Init => "init_transactions() timed out earlier: call it again",
+                        OpKind::SendOffsets(_) => {
+                            "send_offsets_to_transaction() timed out earlier: call it again"
+                        }
+                        OpKind::Commit => "commit_transaction() timed out earlier: call it again",
+                        OpKind::Abort => "abort_transaction() timed out earlier: call it again",
+                    },
+                });
+            }
+            None => {
+                let Some(kind) = start(&mut core)? else {
+                    return Ok(());
+                };
+                let id = core.next_op;
+                core.next_op += 1;
+                core.op = Some(Op {
+                    id,
+                    kind,
+                    internal: false,
+                    outcome: None,
+                });
+                (self.wake)();
+                id
+            }
+        };
+        loop {
+            if let Some(op) = core.op.as_mut().filter(|o| o.id == id)
+                && let Some(outcome) = op.outcome.take()
+            {
+                core.op = None;
+                return outcome;
+            }
+            if core.op.as_ref().is_none_or(|o| o.id != id) {
+                return Err(Self::refusal(&core)
+                    .unwrap_or_else(|| core.invalid(method, "the operation was cancelled")));
+            }
+            if !core.wait_until(deadline) {
+                return Err(self.timeout(method));
+            }
+        }
+    }
+}
+
+/// The application's calls (the producer's public methods call these).
+impl TransactionManager {
+    /// `init_transactions()`: a producer id and epoch for the `transactional.id` (which also
+    /// aborts what an earlier producer with that id left open, and fences it).
+    pub fn init(&self) -> Result<(), TransactionError> {
+        self.run(OpKind::Init.method(), |core| {
+            if let Some(e) = Self::refusal(core) {
+                return Err(e);
+            }
+            match core.state {
+                TransactionState::Uninitialized => {
+                    core.set_state(TransactionState::Initializing);
+                    Ok(Some(OpKind::Init))
+                }
+                _ => Err(core.invalid(
+                    "init_transactions()",
+                    "call it once, before the first transaction (a restored copy takes its producer id by itself)",
+                )),
+            }
+        })
+    }
+
+    /// `begin_transaction()`. Waits (up to `max.block.ms`) while a checkpoint is under way
+    /// and while a restored copy takes its producer id.
+    pub fn begin(&self) -> Result<(), TransactionError> {
+        const METHOD: &str = "begin_transaction()";
+        let deadline = self.deadline();
+        let mut core = self.lock();
+        loop {
+            if let Some(e) = Self::refusal(&core) {
+                return Err(e);
+            }
+            let internal_op = core.op.as_ref().is_some_and(|o| o.internal);
+            match core.state {
+                TransactionState::Ready if !core.gate_closed && !internal_op => {
+                    core.started = false;
+                    core.bump_epoch = false;
+                    core.set_state(TransactionState::InTransaction);
+                    return Ok(());
+                }
+                TransactionState::Ready | TransactionState::Initializing
+                    if core.gate_closed || internal_op =>
+                {
+                    if !core.wait_until(deadline) {
+                        return Err(self.timeout(METHOD));
+                    }
+                }
+                TransactionState::Uninitialized => {
+                    return Err(core.invalid(METHOD, "call init_transactions() first"));
+                }
+                TransactionState::Initializing => {
+                    return Err(core.invalid(
+                        METHOD,
+                        "init_transactions() timed out earlier: call it again",
+                    ));
+                }
+                _ => {
+                    return Err(
+                        core.invalid(METHOD, "a transaction is open: commit or abort it first")
+                    );
+                }
+            }
+        }
+    }
+
+    /// `send_offsets_to_transaction()`: the consumer's offsets committed with the transaction.
+    pub fn send_offsets(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        group: &ConsumerGroupMetadata,
+    ) -> Result<(), TransactionError> {
+        const METHOD: &str = "send_offsets_to_transaction()";
+        let Some(group_id) = group.group_id.clone() else {
+            return Err(TransactionError::InvalidState {
+                operation: METHOD,
+                state: self.state(),
+                hint: "the consumer group metadata has no group.id",
+            });
+        };
+        let work = Arc::new(SendOffsets {
+            group_id,
+            generation_id: group.generation_id,
+            member_id: group.member_id.clone(),
+            group_instance_id: group.group_instance_id.clone(),
+            offsets: offsets.to_vec(),
+        });
+        self.run(METHOD, move |core| {
+            if let Some(e) = Self::refusal(core) {
+                return Err(e);
+            }
+            if core.state != TransactionState::InTransaction {
+                return Err(core.invalid(METHOD, "call begin_transaction() first"));
+            }
+            Ok((!work.offsets.is_empty()).then_some(OpKind::SendOffsets(work)))
+        })
+    }
+
+    /// `commit_transaction()`. `flush` is called once the state allows the commit, to send
+    /// every record now (ignoring `linger.ms`).
+    pub fn commit(&self, flush: impl FnOnce()) -> Result<(), TransactionError> {
+        const METHOD: &str = "commit_transaction()";
+        self.run(METHOD, |core| {
+            if let Some(e) = Self::refusal(core) {
+                return Err(e);
+            }
+            if core.state != TransactionState::InTransaction {
+                return Err(core.invalid(METHOD, "call begin_transaction() first"));
+            }
+            core.set_state(TransactionState::Committing);
+            flush();
+            Ok(Some(OpKind::Commit))
+        })
+    }
+
+    /// `abort_transaction()`.
+    pub fn abort(&self) -> Result<(), TransactionError> {
+        const METHOD: &str = "abort_transaction()";
+        self.run(METHOD, |core| {
+            if core.state == TransactionState::FatalError {
+                return Err(core.error.clone().expect("fatal state has its error"));
+            }
+            if core.abort_owed.take().is_some() {
+                // The checkpoint aborted it already.
+                return Ok(None);
+            }
+            match core.state {
+                TransactionState::InTransaction | TransactionState::AbortableError => {
+                    core.set_state(TransactionState::Aborting);
+                    Ok(Some(OpKind::Abort))
+                }
+                _ => Err(core.invalid(METHOD, "no transaction is open")),
+            }
+        })
+    }
+}
+
+/// What a checkpoint does.
+impl TransactionManager {
+    /// Before the image: no transaction begins from now on; then, by `policy`, waits until
+    /// `deadline` for the open transaction to end, or aborts it. Called again in the same
+    /// checkpoint (the producer's resource after the transaction's own), it only checks.
+    /// On failure the gate opens again and the error says why.
+    pub fn checkpoint_begin(
+        &self,
+        policy: CheckpointTransactionPolicy,
+        deadline: Instant,
+    ) -> Result<(), String> {
+        let mut core = self.lock();
+        core.gate_closed = true;
+        loop {
+            let busy = core.op.is_some();
+            match core.state {
+                s if !core.transaction_open() && !busy && s != TransactionState::Initializing => {
+                    return Ok(());
+                }
+                TransactionState::InTransaction | TransactionState::AbortableError
+                    if policy == CheckpointTransactionPolicy::Abort && !busy =>
+                {
+                    tracing::info!("checkpoint: aborting the open transaction");
+                    let owed = core.abortable_error(
+                        "the checkpoint aborted it (checkpoint.transaction.policy=abort)",
+                        None,
+                    );
+                    core.abort_owed = Some(owed);
+                    core.set_state(TransactionState::Aborting);
+                    let id = core.next_op;
+                    core.next_op += 1;
+                    core.op = Some(Op {
+                        id,
+                        kind: OpKind::Abort,
+                        internal: true,
+                        outcome: None,
+                    });
+                    (self.wake)();
+                }
+                _ => {}
+            }
+            if !core.wait_until(deadline) {
+                let state = core.state;
+                core.gate_closed = false;
+                return Err(format!(
+                    "the transaction is still open (state {state}) at checkpoint.drain.timeout.ms: commit or abort it before the checkpoint, or set checkpoint.transaction.policy=abort; the producer goes on"
+                ));
+            }
+        }
+    }
+
+    /// After the checkpoint (restored or not): transactions may begin again.
+    pub fn checkpoint_end(&self) {
+        let mut core = self.lock();
+        if core.gate_closed {
+            core.gate_closed = false;
+        }
+    }
+
+    /// After a restore from an image: the copy goes on under `id`. An initialized producer
+    /// takes a producer id again (which fences any other producer with that id); one not yet
+    /// initialized only takes the id for its `init_transactions()`.
+    pub fn restored(&self, id: &str) {
+        let mut core = self.lock();
+        if core.id.as_ref() != id {
+            tracing::info!(from = %core.id, to = id, "transactional.id of the restored copy");
+            core.id = Arc::from(id);
+        }
+        match core.state {
+            TransactionState::Ready | TransactionState::Initializing
+                if core.op.is_none() || core.op.as_ref().is_some_and(|o| o.internal) =>
+            {
+                core.set_state(TransactionState::Initializing);
+                let id = core.next_op;
+                core.next_op += 1;
+                core.op = Some(Op {
+                    id,
+                    kind: OpKind::Init,
+                    internal: true,
+                    outcome: None,
+                });
+                (self.wake)();
+            }
+            // The application's own init_transactions() goes on under the new id.
+            _ => {}
+        }
+    }
+
+    /// At close: a transaction still open is aborted (as Java's sender does at a graceful
+    /// close). Returns whether the producer still has transactional work to finish.
+    pub fn close_pending(&self) -> bool {
+        let mut core = self.lock();
+        if core.op.is_none()
+            && matches!(
+                core.state,
+                TransactionState::InTransaction | TransactionState::AbortableError
+            )
+        {
+            tracing::info!("aborting the open transaction at close");
+            core.set_state(TransactionState::Aborting);
+            let id = core.next_op;
+            core.next_op += 1;
+            core.op = Some(Op {
+                id,
+                kind: OpKind::Abort,
+                internal: true,
+                outcome: None,
+            });
+        }
+        core.op.as_ref().is_some_and(|o| o.outcome.is_none())
+    }
+}
