@@ -212,8 +212,12 @@ fn a_static_member_comes_back_with_its_own_group_instance_id() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         consumer.poll(Duration::from_millis(200)).unwrap();
+        // group_metadata() changes when poll() delivers the new assignment.
         let g = consumer.group_metadata();
-        if g.generation_id >= 0 && !consumer.assignment().is_empty() {
+        if g.generation_id >= 0
+            && g.member_id != before.member_id
+            && !consumer.assignment().is_empty()
+        {
             let id = g.group_instance_id.unwrap();
             assert!(id.starts_with("worker-1-crac"), "{id}");
             assert_ne!(g.member_id, before.member_id);

@@ -123,6 +123,13 @@ pub struct ConsumerConfig {
     /// `checkpoint.timeout.ms` (default 30000): how long `before_checkpoint` may take to commit
     /// and leave the group before it fails the checkpoint.
     pub checkpoint_timeout: Duration,
+    /// `checkpoint.commit.offsets` (default true): before a checkpoint, commit the positions
+    /// of the records `poll()` returned. Set it to false when the offsets are committed by a
+    /// transactional producer (`send_offsets_to_transaction`): a commit of positions the
+    /// transaction has not committed would skip records whose transaction may yet abort. The
+    /// checkpoint then only leaves the group, and the partitions are read again from the
+    /// transactions' offsets by whoever owns them after.
+    pub checkpoint_commit_offsets: bool,
     /// `crac.group.instance.id.var` (default `KAFKA_GROUP_INSTANCE_ID`): after a restore, a
     /// configured `group.instance.id` is replaced by the restorer's value of this variable
     /// (`crac restore --env KAFKA_GROUP_INSTANCE_ID=worker-7`), or, without one, by the
@@ -164,6 +171,7 @@ const CONSUMER_KEYS: &[&str] = &[
     "default.api.timeout.ms",
     "client.rack",
     "checkpoint.timeout.ms",
+    "checkpoint.commit.offsets",
     "crac.group.instance.id.var",
 ];
 
@@ -200,6 +208,7 @@ impl Default for ConsumerConfig {
             default_api_timeout: Duration::from_millis(60_000),
             client_rack: String::new(),
             checkpoint_timeout: Duration::from_millis(30_000),
+            checkpoint_commit_offsets: true,
             crac_group_instance_id_var: "KAFKA_GROUP_INSTANCE_ID".into(),
             explicit: Vec::new(),
         }
@@ -292,6 +301,7 @@ impl ConsumerConfig {
             "default.api.timeout.ms" => self.default_api_timeout = parse_ms(key, v)?,
             "client.rack" => self.client_rack = v.trim().to_owned(),
             "checkpoint.timeout.ms" => self.checkpoint_timeout = parse_ms(key, v)?,
+            "checkpoint.commit.offsets" => self.checkpoint_commit_offsets = parse_bool(key, v)?,
             "crac.group.instance.id.var" => self.crac_group_instance_id_var = v.trim().to_owned(),
             _ => {
                 return Err(ConfigError::new(

@@ -21,7 +21,7 @@ use super::config::{AutoOffsetReset, ConsumerConfig};
 use super::error::ConsumerError;
 use super::net::{COORDINATOR_BASE, Net, RequestContext};
 use super::record::{OffsetAndMetadata, TopicPartition};
-use super::shared::{RebalanceStep, Shared, Subscription};
+use super::shared::{Membership, RebalanceStep, Shared, Subscription};
 use crate::protocol::ErrorCode;
 use crate::protocol::messages::consumer_protocol::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, PROTOCOL_TYPE, TopicPartitions,
@@ -710,6 +710,11 @@ impl Coordinator {
                 let mut st = shared.state.lock();
                 st.set_assignment(partitions.iter().cloned());
                 st.rebalance = RebalanceStep::Assigned(partitions);
+                st.assigned_membership = Membership {
+                    member_id: self.member_id.clone(),
+                    generation_id: self.generation,
+                    group_instance_id: self.instance_id.clone(),
+                };
                 st.rebalances += 1;
                 drop(st);
                 shared.notify();

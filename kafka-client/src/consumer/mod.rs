@@ -407,14 +407,20 @@ impl Consumer {
             .collect()
     }
 
-    /// The group membership now.
+    /// The group membership of the last assignment `poll()` delivered, as Java's
+    /// `groupMetadata()`: the member that read the records `poll()` returns, for
+    /// [`Producer::send_offsets_to_transaction`](crate::Producer::send_offsets_to_transaction).
+    /// It changes only in `poll()`; a leave (close, checkpoint) or a rebalance under way does
+    /// not change it, so a transaction committing offsets of records read by a member that
+    /// is gone is refused by the group coordinator (KIP-447).
     pub fn group_metadata(&self) -> ConsumerGroupMetadata {
         let st = self.inner.shared.state.lock();
+        let m = &st.polled_membership;
         ConsumerGroupMetadata {
             group_id: self.inner.config.group_id.clone(),
-            generation_id: st.generation_id,
-            member_id: st.member_id.clone(),
-            group_instance_id: st.group_instance_id.clone(),
+            generation_id: m.generation_id,
+            member_id: m.member_id.clone(),
+            group_instance_id: m.group_instance_id.clone(),
         }
     }
 
@@ -486,6 +492,7 @@ impl Consumer {
                         continue;
                     }
                     RebalanceStep::Assigned(partitions) => {
+                        st.polled_membership = st.assigned_membership.clone();
                         drop(st);
                         self.call_listener(|l, c| l.on_partitions_assigned(c, &partitions));
                         let mut st = self.inner.shared.state.lock();

@@ -317,12 +317,24 @@ impl ConsumerNetworkThread {
             ));
             return;
         }
-        tracing::info!("checkpoint: committing returned records and leaving the group");
+        let commit_offsets = self.config.checkpoint_commit_offsets;
+        tracing::info!(
+            commit_offsets,
+            "checkpoint: committing returned records and leaving the group"
+        );
         // Records fetched but not returned are dropped: they are fetched again from the
         // committed offsets, by whichever member owns the partition then.
         self.shared.state.lock().clear_buffer();
         self.coordinator.suspend(true);
-        let commit = self.config.group_id.is_some().then(|| {
+        // Without the commit (offsets committed by transactions), the leave comes at once.
+        if self.config.group_id.is_some() && !commit_offsets {
+            self.coordinator.begin_leave(
+                &mut self.net,
+                &self.shared,
+                "checkpoint: the process is being frozen",
+            );
+        }
+        let commit = (self.config.group_id.is_some() && commit_offsets).then(|| {
             let (tx, rx) = mpsc::channel();
             let timeout = self.config.checkpoint_timeout;
             self.coordinator

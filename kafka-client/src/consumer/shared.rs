@@ -97,6 +97,14 @@ pub(crate) enum RebalanceStep {
     Assigned(Vec<TopicPartition>),
 }
 
+/// A member id with its generation and `group.instance.id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Membership {
+    pub member_id: String,
+    pub generation_id: i32,
+    pub group_instance_id: Option<String>,
+}
+
 /// Outcome of an asynchronous commit, for its callback on the application thread.
 pub(crate) type AsyncCommitDone = (u64, Result<(), ConsumerError>);
 
@@ -124,10 +132,19 @@ pub(crate) struct State {
     /// When the application last called `poll()`, and whether it is inside it now.
     pub last_poll: Instant,
     pub in_poll: bool,
-    /// Group membership, for `group_metadata()` (written by the network thread).
+    /// Group membership now (written by the network thread).
     pub member_id: String,
     pub generation_id: i32,
     pub group_instance_id: Option<String>,
+    /// The membership an assignment came with, set with [`RebalanceStep::Assigned`].
+    pub assigned_membership: Membership,
+    /// What `group_metadata()` returns: the membership of the last assignment `poll()`
+    /// delivered (Java's `groupMetadata()`, updated when a join completes inside `poll()`).
+    /// It identifies the member that read the records `poll()` returned, so a transaction
+    /// committing their offsets is refused once that member is gone (KIP-447): after a
+    /// rebalance, or in a copy restored from a checkpoint image (the member left the group
+    /// before the image).
+    pub polled_membership: Membership,
     /// Counters.
     pub records_returned: u64,
     pub rebalances: u64,
@@ -151,6 +168,16 @@ impl State {
             in_poll: false,
             member_id: String::new(),
             generation_id: -1,
+            assigned_membership: Membership {
+                member_id: String::new(),
+                generation_id: -1,
+                group_instance_id: group_instance_id.clone(),
+            },
+            polled_membership: Membership {
+                member_id: String::new(),
+                generation_id: -1,
+                group_instance_id: group_instance_id.clone(),
+            },
             group_instance_id,
             records_returned: 0,
             rebalances: 0,

@@ -9,9 +9,19 @@
 //! the positions of the batch in hand, and the restored copy finishes the batch it was working
 //! on and resumes from those positions.
 //!
+//! With `SVC_TXN_ID` set, the same loop runs with transactions (`tests/tests/transactions_criu.rs`):
+//! per poll batch, `begin_transaction()`, the output records, `send_offsets_to_transaction()`
+//! with the positions and `group_metadata()`, `commit_transaction()`; the consumer reads
+//! `read_committed` and its checkpoint commits nothing (`checkpoint.commit.offsets=false`).
+//! An abortable error (a copy restored with records read before its image: the group
+//! coordinator refuses their offsets, KIP-447) aborts the transaction, rewinds the consumer to
+//! the committed offsets, and goes on; that is an `aborted …` line, not an error.
+//! `SVC_TXN_ID_POLICY` is the producer's `crac.transactional.id.policy`.
+//!
 //! Environment: `SVC_BOOTSTRAP`, `SVC_IN`, `SVC_OUT`, `SVC_GROUP` (required); `SVC_STOP_FILE`
-//! (exit when it exists). Output: `ready …`, `progress consumed=… produced=… errors=… gen=…`
-//! every 250 ms, `restored …` after each restore, `error …`, `done …`.
+//! (exit when it exists); `SVC_TXN_ID`, `SVC_TXN_ID_POLICY`. Output: `ready …`,
+//! `progress consumed=… produced=… errors=… gen=… commits=… aborts=…` every 250 ms,
+//! `restored … txn_id=… consumed=…` after each restore, `aborted …`, `error …`, `done …`.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -20,7 +30,10 @@ use std::time::{Duration, Instant};
 
 use crac_api::Core;
 use crac_criu as _;
-use kafka_client::{Consumer, ConsumerConfig, Header, Producer, ProducerRecord};
+use kafka_client::{
+    Consumer, ConsumerConfig, ConsumerRecords, Header, OffsetAndMetadata, ProduceError, Producer,
+    ProducerRecord, TopicPartition, TransactionAction, TransactionError,
+};
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -41,29 +54,42 @@ fn main() {
     let input = need("SVC_IN");
     let output = need("SVC_OUT");
     let stop_file = std::env::var("SVC_STOP_FILE").ok();
-    let consumer = Consumer::new(
-        ConsumerConfig::from_properties([
-            ("bootstrap.servers", bootstrap.as_str()),
-            ("group.id", need("SVC_GROUP").as_str()),
-            ("client.id", "ctp-consumer"),
-            ("auto.offset.reset", "earliest"),
-            ("enable.auto.commit", "false"),
-            ("heartbeat.interval.ms", "1000"),
-        ])
-        .expect("consumer config"),
-    )
-    .expect("consumer");
-    let producer = Producer::from_properties([
-        ("bootstrap.servers", bootstrap.as_str()),
-        ("client.id", "ctp-producer"),
-        ("linger.ms", "5"),
-    ])
-    .expect("producer");
+    let txn_id = std::env::var("SVC_TXN_ID").ok();
+    let group = need("SVC_GROUP");
+    let mut consumer_props = vec![
+        ("bootstrap.servers", bootstrap.clone()),
+        ("group.id", group),
+        ("client.id", "ctp-consumer".to_owned()),
+        ("auto.offset.reset", "earliest".to_owned()),
+        ("enable.auto.commit", "false".to_owned()),
+        ("heartbeat.interval.ms", "1000".to_owned()),
+    ];
+    let mut producer_props = vec![
+        ("bootstrap.servers", bootstrap.clone()),
+        ("client.id", "ctp-producer".to_owned()),
+        ("linger.ms", "5".to_owned()),
+    ];
+    if let Some(id) = &txn_id {
+        consumer_props.push(("isolation.level", "read_committed".to_owned()));
+        consumer_props.push(("checkpoint.commit.offsets", "false".to_owned()));
+        producer_props.push(("transactional.id", id.clone()));
+        if let Ok(p) = std::env::var("SVC_TXN_ID_POLICY") {
+            producer_props.push(("crac.transactional.id.policy", p));
+        }
+    }
+    let consumer =
+        Consumer::new(ConsumerConfig::from_properties(consumer_props).expect("consumer config"))
+            .expect("consumer");
+    let producer = Producer::from_properties(producer_props).expect("producer");
+    if txn_id.is_some() {
+        producer.init_transactions().expect("init_transactions");
+    }
     consumer.subscribe([&input]).expect("subscribe");
     say(&format!("ready pid={}", std::process::id()));
 
     let errors = Arc::new(AtomicU64::new(0));
     let (mut consumed, mut produced) = (0u64, 0u64);
+    let (mut commits, mut aborts) = (0u64, 0u64);
     let mut restores_seen = 0;
     let mut last_progress = Instant::now();
     loop {
@@ -77,16 +103,17 @@ fn main() {
         if m.restore_count() != restores_seen {
             restores_seen = m.restore_count();
             say(&format!(
-                "restored pid={} gen={} frozen_ms={}",
+                "restored pid={} gen={} frozen_ms={} txn_id={} consumed={consumed}",
                 std::process::id(),
                 m.generation(),
-                m.frozen_duration().unwrap_or_default().as_millis()
+                m.frozen_duration().unwrap_or_default().as_millis(),
+                producer.transactional_id().unwrap_or_else(|| "-".into())
             ));
         }
         if last_progress.elapsed() >= Duration::from_millis(250) {
             last_progress = Instant::now();
             say(&format!(
-                "progress consumed={consumed} produced={produced} errors={} gen={}",
+                "progress consumed={consumed} produced={produced} errors={} gen={} commits={commits} aborts={aborts}",
                 errors.load(Ordering::SeqCst),
                 m.generation()
             ));
@@ -102,16 +129,36 @@ fn main() {
         if records.is_empty() {
             continue;
         }
+        if txn_id.is_some() {
+            match transact(&producer, &consumer, &output, &records) {
+                Ok(()) => {
+                    commits += 1;
+                    consumed += records.len() as u64;
+                    produced += records.len() as u64;
+                }
+                Err(e) if e.action() == TransactionAction::AbortAndRetry => {
+                    aborts += 1;
+                    say(&format!("aborted records={} reason={e}", records.len()));
+                    if let Err(e) = producer.abort_transaction() {
+                        errors.fetch_add(1, Ordering::SeqCst);
+                        say(&format!("error where=abort error={e}"));
+                    }
+                    rewind(&consumer, &errors);
+                }
+                Err(e) => {
+                    errors.fetch_add(1, Ordering::SeqCst);
+                    say(&format!("error where=transaction error={e}"));
+                    if e.is_fatal() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
         for r in &records {
             let src = format!("{}:{}", r.partition, r.offset);
             let headers = [Header::new("src", src.as_bytes())];
-            let mut rec = ProducerRecord::new(&output).headers(&headers);
-            if let Some(k) = &r.key {
-                rec = rec.key(k);
-            }
-            if let Some(v) = &r.value {
-                rec = rec.value(v);
-            }
+            let rec = output_record(&output, r, &headers);
             let errs = errors.clone();
             let what = src.clone();
             let sent = producer.send_with_callback(rec, move |res| {
@@ -139,6 +186,7 @@ fn main() {
         }
     }
     let c = consumer.close(Duration::from_secs(30));
+    // (A transactional producer aborts a transaction still open at close.)
     let p = producer.close(Duration::from_secs(30));
     say(&format!(
         "done consumed={consumed} produced={produced} errors={} close={}",
@@ -149,4 +197,78 @@ fn main() {
             "error"
         }
     ));
+}
+
+/// The output record of an input record: same key and value, and a `src` header.
+fn output_record<'a>(
+    output: &'a str,
+    r: &'a kafka_client::ConsumerRecord,
+    headers: &'a [Header<'a>],
+) -> ProducerRecord<'a> {
+    let mut rec = ProducerRecord::new(output).headers(headers);
+    if let Some(k) = &r.key {
+        rec = rec.key(k);
+    }
+    if let Some(v) = &r.value {
+        rec = rec.value(v);
+    }
+    rec
+}
+
+/// One poll batch in one transaction: its output records and its input offsets commit
+/// together or not at all.
+fn transact(
+    producer: &Producer,
+    consumer: &Consumer,
+    output: &str,
+    records: &ConsumerRecords,
+) -> Result<(), TransactionError> {
+    producer.begin_transaction()?;
+    let mut next: Vec<(TopicPartition, OffsetAndMetadata)> = Vec::new();
+    for r in records {
+        let src = format!("{}:{}", r.partition, r.offset);
+        let headers = [Header::new("src", src.as_bytes())];
+        // A record's own failure makes the commit fail (abortable): its report is not needed.
+        match producer.send(output_record(output, r, &headers)) {
+            Ok(report) => drop(report),
+            Err(ProduceError::Transaction(e)) => return Err(e),
+            Err(e) => {
+                return Err(TransactionError::Abortable {
+                    transactional_id: producer.transactional_id().unwrap_or_default().into(),
+                    reason: e.to_string().into(),
+                    code: None,
+                });
+            }
+        }
+        let tp = TopicPartition::new(r.topic.clone(), r.partition);
+        let offset = OffsetAndMetadata::new(r.offset + 1);
+        match next.iter_mut().find(|(t, _)| *t == tp) {
+            Some((_, o)) => *o = offset,
+            None => next.push((tp, offset)),
+        }
+    }
+    producer.send_offsets_to_transaction(&next, &consumer.group_metadata())?;
+    producer.commit_transaction()
+}
+
+/// After an abort: the consumer goes back to the committed offsets of its partitions.
+fn rewind(consumer: &Consumer, errors: &AtomicU64) {
+    let assigned = consumer.assignment();
+    if assigned.is_empty() {
+        return; // a rebalance (or a restore) under way: positions come from the commits
+    }
+    match consumer.committed(&assigned, Duration::from_secs(30)) {
+        Ok(committed) => {
+            for (tp, o) in committed {
+                let _ = match o {
+                    Some(o) => consumer.seek(&tp, o.offset),
+                    None => consumer.seek_to_beginning(std::slice::from_ref(&tp)),
+                };
+            }
+        }
+        Err(e) => {
+            errors.fetch_add(1, Ordering::SeqCst);
+            say(&format!("error where=rewind error={e}"));
+        }
+    }
 }
