@@ -364,10 +364,8 @@ impl Sender {
     /// A turn of the transaction's I/O: partitions written to for the first time are added,
     /// the operation under way (init, offsets, commit, abort) moves on.
     fn poll_txn(&mut self, now: Instant) {
-        let idle = self.produce_in_flight == 0 && self.acc.all_complete();
         let Some(t) = self.txn.as_mut() else { return };
-        t.add_partitions(self.acc.take_new_txn_partitions());
-        let fx = t.poll(&mut self.net, idle, now);
+        let fx = t.poll(&mut self.net, &self.acc, self.produce_in_flight, now);
         self.apply_txn(fx);
     }
 
@@ -495,6 +493,16 @@ impl Sender {
                 batches = expired.len(),
                 "batches in flight expired at delivery.timeout.ms"
             );
+            if let Some(t) = &self.txn {
+                // Their outcome is unknown: the transaction must abort, with a new epoch.
+                let e = ProduceError::DeliveryTimeout {
+                    topic: Arc::from("(in flight)"),
+                    partition: -1,
+                    after: timeout,
+                    last_error: None,
+                };
+                t.batch_failed(&e, true);
+            }
         }
     }
 

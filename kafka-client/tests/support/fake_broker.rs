@@ -2,14 +2,19 @@
 //! (the request decoders and response encoders the protocol modules keep for this): each node
 //! listens on 127.0.0.1 and answers ApiVersions, Metadata, InitProducerId, Produce,
 //! FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-//! ListOffsets, OffsetForLeaderEpoch and Fetch.
+//! ListOffsets, OffsetForLeaderEpoch, Fetch, and the transactional AddPartitionsToTxn,
+//! AddOffsetsToTxn, TxnOffsetCommit and EndTxn.
 //!
 //! A simple model answers by default: topics with a leader and a leader epoch per partition,
 //! logs that Produce appends to (with the broker's idempotence checks, per partition: a
 //! duplicate sequence is acknowledged without a second write, a gap is
 //! `OUT_OF_ORDER_SEQUENCE_NUMBER`, an older epoch `INVALID_PRODUCER_EPOCH`, a newer one must
 //! start at sequence 0 (KIP-360's epoch bump), an id never handed out `UNKNOWN_PRODUCER_ID`;
-//! InitProducerId without a transactional id hands out a new id, as a real broker does), Fetch
+//! InitProducerId without a transactional id hands out a new id, as a real broker does; with
+//! one, the id's producer id with the next epoch, which fences the older ones: every
+//! transactional request with an older epoch gets `PRODUCER_FENCED`, a transactional batch for
+//! a partition not added to the transaction `INVALID_TXN_STATE`, and offsets sent to a
+//! transaction are committed at its EndTxn(commit)), Fetch
 //! and ListOffsets over those logs, and a one-member consumer group on node 0. A test's script overrides any request: [`FakeCluster::on`] gets each
 //! matching request with the model's answer and returns what to do instead: reply with
 //! something else, delay, cut the response mid-frame, close the connection with the
@@ -25,6 +30,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use kafka_client::protocol::messages::add_offsets_to_txn::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+};
+use kafka_client::protocol::messages::add_partitions_to_txn::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
+};
+use kafka_client::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
 use kafka_client::protocol::messages::fetch::{
     FetchPartitionData, FetchRequest, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch,
 };
@@ -64,6 +76,9 @@ use kafka_client::protocol::messages::produce::{
     PartitionProduceResponse, ProduceRequest, TopicProduceResponse,
 };
 use kafka_client::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
+use kafka_client::protocol::messages::txn_offset_commit::{
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse, TxnOffsetCommitTopicResult,
+};
 use kafka_client::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceResponse,
     api_versions::ApiVersion,
@@ -89,11 +104,16 @@ pub enum Req {
     OffsetCommit(OffsetCommitRequest),
     OffsetFetch(OffsetFetchRequest),
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    EndTxn(EndTxnRequest),
 }
 
 /// A Produce request, owned.
 #[derive(Debug, Clone)]
 pub struct Produce {
+    pub transactional_id: Option<String>,
     pub acks: i16,
     /// (topic, partition, records).
     pub partitions: Vec<(String, i32, Vec<u8>)>,
@@ -131,6 +151,10 @@ pub enum Resp {
     OffsetCommit(OffsetCommitResponse),
     OffsetFetch(OffsetFetchResponse),
     OffsetForLeaderEpoch(OffsetForLeaderEpochResponse),
+    AddPartitionsToTxn(AddPartitionsToTxnResponse),
+    AddOffsetsToTxn(AddOffsetsToTxnResponse),
+    TxnOffsetCommit(TxnOffsetCommitResponse),
+    EndTxn(EndTxnResponse),
 }
 
 /// One request as the cluster saw it.
@@ -165,6 +189,10 @@ fn api_of(req: &Req) -> ApiKey {
         Req::OffsetCommit(_) => ApiKey::OffsetCommit,
         Req::OffsetFetch(_) => ApiKey::OffsetFetch,
         Req::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
+        Req::AddPartitionsToTxn(_) => ApiKey::AddPartitionsToTxn,
+        Req::AddOffsetsToTxn(_) => ApiKey::AddOffsetsToTxn,
+        Req::TxnOffsetCommit(_) => ApiKey::TxnOffsetCommit,
+        Req::EndTxn(_) => ApiKey::EndTxn,
     }
 }
 
@@ -216,9 +244,27 @@ struct ProducerState {
     recent: Vec<(i32, i64)>,
 }
 
+/// A transactional id's state on its coordinator.
+#[derive(Debug, Default, Clone)]
+pub struct TxnModel {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// Partitions of the open transaction.
+    pub partitions: Vec<(String, i32)>,
+    /// Groups whose offsets the open transaction commits.
+    pub groups: Vec<String>,
+    /// Offsets sent to the open transaction: committed at its commit.
+    pub offsets: Vec<((String, i32), i64)>,
+    /// Transactions committed and aborted.
+    pub commits: u32,
+    pub aborts: u32,
+}
+
 /// The cluster's state, which tests may read and change.
 #[derive(Debug, Default)]
 pub struct Model {
+    /// Transactional ids.
+    pub transactions: HashMap<String, TxnModel>,
     pub topics: HashMap<String, (Uuid, Vec<PartitionModel>)>,
     /// Producer ids handed out, with their current epoch.
     pub producer_ids: HashMap<i64, i16>,
@@ -274,6 +320,10 @@ impl FakeCluster {
             (ApiKey::SyncGroup, 0, 5),
             (ApiKey::ApiVersions, 0, 4),
             (ApiKey::InitProducerId, 0, 5),
+            (ApiKey::AddPartitionsToTxn, 0, 3),
+            (ApiKey::AddOffsetsToTxn, 0, 4),
+            (ApiKey::TxnOffsetCommit, 0, 4),
+            (ApiKey::EndTxn, 0, 4),
         ] {
             model.versions.insert(key.code(), (min, max));
         }
@@ -593,6 +643,10 @@ fn flexible(api: ApiKey, version: i16) -> bool {
         ApiKey::OffsetForLeaderEpoch => {
             offset_for_leader_epoch::OffsetForLeaderEpochRequest::FLEXIBLE_FROM
         }
+        ApiKey::AddPartitionsToTxn => AddPartitionsToTxnRequest::FLEXIBLE_FROM,
+        ApiKey::AddOffsetsToTxn => AddOffsetsToTxnRequest::FLEXIBLE_FROM,
+        ApiKey::TxnOffsetCommit => TxnOffsetCommitRequest::FLEXIBLE_FROM,
+        ApiKey::EndTxn => EndTxnRequest::FLEXIBLE_FROM,
         _ => i16::MAX,
     };
     version >= from
@@ -617,6 +671,7 @@ fn decode_request(body: &[u8], node: i32, conn: u64) -> Option<(Seen, bool, i32)
         ApiKey::Produce => {
             let p = ProduceRequest::decode(r, version).ok()?;
             Req::Produce(Produce {
+                transactional_id: p.transactional_id.map(str::to_owned),
                 acks: p.acks,
                 partitions: p
                     .topics
@@ -643,6 +698,16 @@ fn decode_request(body: &[u8], node: i32, conn: u64) -> Option<(Seen, bool, i32)
         ApiKey::OffsetForLeaderEpoch => {
             Req::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::decode(r, version).ok()?)
         }
+        ApiKey::AddPartitionsToTxn => {
+            Req::AddPartitionsToTxn(AddPartitionsToTxnRequest::decode(r, version).ok()?)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            Req::AddOffsetsToTxn(AddOffsetsToTxnRequest::decode(r, version).ok()?)
+        }
+        ApiKey::TxnOffsetCommit => {
+            Req::TxnOffsetCommit(TxnOffsetCommitRequest::decode(r, version).ok()?)
+        }
+        ApiKey::EndTxn => Req::EndTxn(EndTxnRequest::decode(r, version).ok()?),
         _ => return None,
     };
     let seen = Seen {
@@ -675,6 +740,10 @@ fn encode_response(resp: &Resp, version: i16, correlation_id: i32, flexible: boo
         Resp::OffsetCommit(r) => r.encode(version, &mut out),
         Resp::OffsetFetch(r) => r.encode(version, &mut out),
         Resp::OffsetForLeaderEpoch(r) => r.encode(version, &mut out),
+        Resp::AddPartitionsToTxn(r) => r.encode(version, &mut out),
+        Resp::AddOffsetsToTxn(r) => r.encode(version, &mut out),
+        Resp::TxnOffsetCommit(r) => r.encode(version, &mut out),
+        Resp::EndTxn(r) => r.encode(version, &mut out),
     }
     let size = (out.len() - 4) as i32;
     out[..4].copy_from_slice(&size.to_be_bytes());
@@ -843,6 +912,33 @@ fn answer(inner: &Inner, seen: &Seen) -> Resp {
                     .collect(),
             })
         }
+        Req::InitProducerId(req) if req.transactional_id.is_some() => {
+            Resp::InitProducerId(init_transactional(&mut m, req))
+        }
+        Req::AddPartitionsToTxn(req) => Resp::AddPartitionsToTxn(add_partitions(&mut m, req)),
+        Req::AddOffsetsToTxn(req) => Resp::AddOffsetsToTxn(AddOffsetsToTxnResponse {
+            throttle_time_ms: 0,
+            error_code: match txn_check(
+                &m,
+                &req.transactional_id,
+                req.producer_id,
+                req.producer_epoch,
+            ) {
+                ErrorCode::None => {
+                    let t = m.transactions.get_mut(&req.transactional_id).unwrap();
+                    if !t.groups.contains(&req.group_id) {
+                        t.groups.push(req.group_id.clone());
+                    }
+                    ErrorCode::None
+                }
+                code => code,
+            },
+        }),
+        Req::TxnOffsetCommit(req) => Resp::TxnOffsetCommit(txn_offset_commit(&mut m, req)),
+        Req::EndTxn(req) => Resp::EndTxn(EndTxnResponse {
+            throttle_time_ms: 0,
+            error_code: end_txn(&mut m, req),
+        }),
         Req::InitProducerId(_) => {
             // Without a transactional id a broker hands out a new id whatever the request
             // says (TransactionCoordinator.handleInitProducerId); an idempotent producer
@@ -860,8 +956,16 @@ fn answer(inner: &Inner, seen: &Seen) -> Resp {
         Req::Produce(req) => {
             let mut topics: Vec<TopicProduceResponse> = Vec::new();
             for (t, p, data) in &req.partitions {
-                let (error_code, base_offset, current_leader) =
-                    produce_partition(&mut m, node, t, *p, data);
+                let outside = req.transactional_id.as_ref().is_some_and(|id| {
+                    m.transactions
+                        .get(id)
+                        .is_none_or(|x| !x.partitions.contains(&(t.clone(), *p)))
+                });
+                let (error_code, base_offset, current_leader) = if outside {
+                    (ErrorCode::InvalidTxnState, -1, None)
+                } else {
+                    produce_partition(&mut m, node, t, *p, data)
+                };
                 let resp = PartitionProduceResponse {
                     index: *p,
                     error_code,
@@ -1254,4 +1358,153 @@ fn fetch(m: &Model, node: i32, req: &FetchRequest, version: i16) -> FetchRespons
         responses,
         node_endpoints: vec![],
     }
+}
+
+// --- transactions --------------------------------------------------------------------------
+
+/// InitProducerId with a transactional id: the id's producer id with the next epoch (a new
+/// one the first time), which fences every older epoch; an open transaction is aborted. With
+/// the current id and epoch given (KIP-360), they must match.
+fn init_transactional(m: &mut Model, req: &InitProducerIdRequest) -> InitProducerIdResponse {
+    let id = req.transactional_id.clone().unwrap();
+    let answer = |error_code, producer_id, producer_epoch| InitProducerIdResponse {
+        throttle_time_ms: 0,
+        error_code,
+        producer_id,
+        producer_epoch,
+    };
+    let existing = m.transactions.get(&id).cloned();
+    let (pid, epoch) = match existing {
+        Some(t)
+            if req.producer_id >= 0
+                && (req.producer_id, req.producer_epoch) != (t.producer_id, t.epoch) =>
+        {
+            return answer(ErrorCode::ProducerFenced, -1, -1);
+        }
+        Some(t) => (t.producer_id, t.epoch + 1),
+        None => {
+            m.next_producer_id += 1;
+            (m.next_producer_id, 0)
+        }
+    };
+    let t = m.transactions.entry(id).or_default();
+    if !t.partitions.is_empty() || !t.groups.is_empty() {
+        t.aborts += 1;
+    }
+    *t = TxnModel {
+        producer_id: pid,
+        epoch,
+        commits: t.commits,
+        aborts: t.aborts,
+        ..TxnModel::default()
+    };
+    m.producer_ids.insert(pid, epoch);
+    answer(ErrorCode::None, pid, epoch)
+}
+
+/// The coordinator's check of a transactional request's producer id and epoch.
+fn txn_check(m: &Model, id: &str, pid: i64, epoch: i16) -> ErrorCode {
+    match m.transactions.get(id) {
+        None => ErrorCode::InvalidProducerIdMapping,
+        Some(t) if t.producer_id != pid => ErrorCode::InvalidProducerIdMapping,
+        Some(t) if epoch < t.epoch => ErrorCode::ProducerFenced,
+        Some(t) if epoch > t.epoch => ErrorCode::InvalidProducerEpoch,
+        Some(_) => ErrorCode::None,
+    }
+}
+
+fn add_partitions(m: &mut Model, req: &AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse {
+    let code = txn_check(
+        m,
+        &req.transactional_id,
+        req.producer_id,
+        req.producer_epoch,
+    );
+    if code.is_ok() {
+        let t = m.transactions.get_mut(&req.transactional_id).unwrap();
+        for topic in &req.topics {
+            for p in &topic.partitions {
+                let tp = (topic.name.clone(), *p);
+                if !t.partitions.contains(&tp) {
+                    t.partitions.push(tp);
+                }
+            }
+        }
+    }
+    AddPartitionsToTxnResponse {
+        throttle_time_ms: 0,
+        topics: req
+            .topics
+            .iter()
+            .map(|t| AddPartitionsToTxnTopicResult {
+                name: t.name.clone(),
+                partitions: t.partitions.iter().map(|p| (*p, code)).collect(),
+            })
+            .collect(),
+    }
+}
+
+fn txn_offset_commit(m: &mut Model, req: &TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+    let mut code = txn_check(
+        m,
+        &req.transactional_id,
+        req.producer_id,
+        req.producer_epoch,
+    );
+    if code == ErrorCode::ProducerFenced {
+        code = ErrorCode::InvalidProducerEpoch; // what a group coordinator says
+    }
+    // KIP-447: a member of another generation may not commit.
+    if code.is_ok() && req.generation_id >= 0 && req.generation_id != m.generation {
+        code = ErrorCode::IllegalGeneration;
+    }
+    if code.is_ok() {
+        let t = m.transactions.get_mut(&req.transactional_id).unwrap();
+        for topic in &req.topics {
+            for p in &topic.partitions {
+                t.offsets
+                    .push(((topic.name.clone(), p.partition_index), p.committed_offset));
+            }
+        }
+    }
+    TxnOffsetCommitResponse {
+        throttle_time_ms: 0,
+        topics: req
+            .topics
+            .iter()
+            .map(|t| TxnOffsetCommitTopicResult {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, code))
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn end_txn(m: &mut Model, req: &EndTxnRequest) -> ErrorCode {
+    let code = txn_check(
+        m,
+        &req.transactional_id,
+        req.producer_id,
+        req.producer_epoch,
+    );
+    if !code.is_ok() {
+        return code;
+    }
+    let t = m.transactions.get_mut(&req.transactional_id).unwrap();
+    let offsets = std::mem::take(&mut t.offsets);
+    t.partitions.clear();
+    t.groups.clear();
+    if req.committed {
+        t.commits += 1;
+        for (k, o) in offsets {
+            m.committed.insert(k, o);
+        }
+    } else {
+        t.aborts += 1;
+    }
+    ErrorCode::None
 }

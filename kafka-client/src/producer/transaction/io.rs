@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::{Locked, OpKind, SendOffsets, TransactionError, TransactionManager, TransactionState};
 use crate::error::ProduceError;
 use crate::network::{Net, NetworkError};
+use crate::producer::accumulator::RecordAccumulator;
 use crate::producer::idempotence::ProducerIdAndEpoch;
 use crate::producer::sender::RequestContext;
 use crate::protocol::messages::InitProducerIdRequest;
@@ -217,9 +218,19 @@ impl TxnIo {
         }
     }
 
-    /// One turn: sends the next transactional request if one is due. `idle`: every record
-    /// accepted has its answer (none queued, none in flight).
-    pub fn poll(&mut self, net: &mut Net<RequestContext>, idle: bool, now: Instant) -> Effects {
+    /// One turn: sends the next transactional request if one is due. `produce_in_flight`:
+    /// produce requests not answered yet.
+    ///
+    /// The operation is read before the accumulator: the application appends its records
+    /// before it asks for the commit, so a commit seen here comes with every record it covers
+    /// visible in `acc` (read after, under its own lock), never with one the turn missed.
+    pub fn poll(
+        &mut self,
+        net: &mut Net<RequestContext>,
+        acc: &RecordAccumulator,
+        produce_in_flight: usize,
+        now: Instant,
+    ) -> Effects {
         let mut fx = Effects::default();
         if self.in_flight
             || self.retry_at.is_some_and(|t| now < t)
@@ -237,6 +248,8 @@ impl TxnIo {
             return fx;
         }
         let op = core.pending_op().map(|(id, k)| (id, k.clone()));
+        self.add_partitions(acc.take_new_txn_partitions());
+        let idle = produce_in_flight == 0 && acc.all_complete();
         if let Some((id, _)) = &op
             && *id != self.progress.op
         {
