@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crac_api::Core;
+use crac_api::{Context, Core, Priority, Resource, ResourceError};
 use crac_criu as _;
 use kafka_client::{
     Consumer, ConsumerConfig, ConsumerRecords, Header, OffsetAndMetadata, ProduceError, Producer,
@@ -39,6 +39,27 @@ fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(format!("{line}\n").as_bytes());
     let _ = out.flush();
+}
+
+/// Counts the restores whose hooks have run: an application-level resource is restored last,
+/// so when it counts a restore the producer has taken the restored copy's `transactional.id`
+/// and the consumer rejoins (`Management::restore_count` is bumped before any hook runs).
+#[derive(Default)]
+struct RestoresDone(AtomicU64);
+
+impl Resource for RestoresDone {
+    fn before_checkpoint(&self, _: &Context) -> Result<(), ResourceError> {
+        Ok(())
+    }
+
+    fn after_restore(&self, _: &Context) -> Result<(), ResourceError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn name(&self) -> String {
+        "ctp-restores".into()
+    }
 }
 
 fn need(key: &str) -> String {
@@ -85,6 +106,8 @@ fn main() {
         producer.init_transactions().expect("init_transactions");
     }
     consumer.subscribe([&input]).expect("subscribe");
+    let restores = Arc::new(RestoresDone::default());
+    Core::global_context().register_with_priority(&restores, Priority::Application);
     say(&format!("ready pid={}", std::process::id()));
 
     let errors = Arc::new(AtomicU64::new(0));
@@ -100,8 +123,9 @@ fn main() {
             break;
         }
         let m = Core::management();
-        if m.restore_count() != restores_seen {
-            restores_seen = m.restore_count();
+        let restored = restores.0.load(Ordering::SeqCst);
+        if restored != restores_seen {
+            restores_seen = restored;
             say(&format!(
                 "restored pid={} gen={} frozen_ms={} txn_id={} consumed={consumed}",
                 std::process::id(),
