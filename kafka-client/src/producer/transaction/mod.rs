@@ -110,6 +110,19 @@ impl Core {
         self.state
     }
 
+    /// Hands the sender thread a new operation; returns its id.
+    fn start_op(&mut self, kind: OpKind, internal: bool) -> u64 {
+        let id = self.next_op;
+        self.next_op += 1;
+        self.op = Some(Op {
+            id,
+            kind,
+            internal,
+            outcome: None,
+        });
+        id
+    }
+
     /// The operation the sender should work on, if any is waiting for it.
     pub fn pending_op(&self) -> Option<(u64, &OpKind)> {
         self.op
@@ -453,14 +466,7 @@ impl TransactionManager {
                 let Some(kind) = start(&mut core)? else {
                     return Ok(());
                 };
-                let id = core.next_op;
-                core.next_op += 1;
-                core.op = Some(Op {
-                    id,
-                    kind,
-                    internal: false,
-                    outcome: None,
-                });
+                let id = core.start_op(kind, false);
                 (self.wake)();
                 id
             }
@@ -648,14 +654,7 @@ impl TransactionManager {
                     );
                     core.abort_owed = Some(owed);
                     core.set_state(TransactionState::Aborting);
-                    let id = core.next_op;
-                    core.next_op += 1;
-                    core.op = Some(Op {
-                        id,
-                        kind: OpKind::Abort,
-                        internal: true,
-                        outcome: None,
-                    });
+                    core.start_op(OpKind::Abort, true);
                     (self.wake)();
                 }
                 _ => {}
@@ -692,14 +691,7 @@ impl TransactionManager {
                 if core.op.is_none() || core.op.as_ref().is_some_and(|o| o.internal) =>
             {
                 core.set_state(TransactionState::Initializing);
-                let id = core.next_op;
-                core.next_op += 1;
-                core.op = Some(Op {
-                    id,
-                    kind: OpKind::Init,
-                    internal: true,
-                    outcome: None,
-                });
+                core.start_op(OpKind::Init, true);
                 (self.wake)();
             }
             // The application's own init_transactions() goes on under the new id.
@@ -719,14 +711,7 @@ impl TransactionManager {
         {
             tracing::info!("aborting the open transaction at close");
             core.set_state(TransactionState::Aborting);
-            let id = core.next_op;
-            core.next_op += 1;
-            core.op = Some(Op {
-                id,
-                kind: OpKind::Abort,
-                internal: true,
-                outcome: None,
-            });
+            core.start_op(OpKind::Abort, true);
         }
         core.op.as_ref().is_some_and(|o| o.outcome.is_none())
     }

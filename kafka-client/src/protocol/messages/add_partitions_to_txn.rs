@@ -6,6 +6,7 @@
 //! up batch several transactions and are for brokers only; with transactions v2 (KIP-890) a
 //! client adds partitions implicitly with its Produce request instead.
 
+use super::topic_errors::TopicPartitionErrors;
 use crate::protocol::primitives::{ReadType, Reader, WriteExt, WriteType};
 use crate::protocol::{ApiKey, DecodeError, ErrorCode, Request, Response};
 
@@ -89,15 +90,9 @@ impl AddPartitionsToTxnRequest {
     }
 }
 
-/// One topic's results.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AddPartitionsToTxnTopicResult {
-    /// Topic name.
-    pub name: String,
-    /// (partition, error) pairs. `OPERATION_NOT_ATTEMPTED` for a partition means another
-    /// one of the request failed.
-    pub partitions: Vec<(i32, ErrorCode)>,
-}
+/// One topic's results. `OPERATION_NOT_ATTEMPTED` for a partition means another one of the
+/// request failed.
+pub type AddPartitionsToTxnTopicResult = TopicPartitionErrors;
 
 /// The response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,11 +106,7 @@ pub struct AddPartitionsToTxnResponse {
 impl AddPartitionsToTxnResponse {
     /// Every (topic, partition, error), in the response's order.
     pub fn results(&self) -> impl Iterator<Item = (&str, i32, ErrorCode)> {
-        self.topics.iter().flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |&(p, code)| (t.name.as_str(), p, code))
-        })
+        TopicPartitionErrors::flatten(&self.topics)
     }
 }
 
@@ -127,16 +118,7 @@ impl Response for AddPartitionsToTxnResponse {
     fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
         let flexible = AddPartitionsToTxnRequest::is_flexible(version);
         let throttle_time_ms = i32::read(r)?;
-        let topics = r.array_of(flexible, 2, |r| {
-            let name = r.string(flexible)?;
-            let partitions = r.array_of(flexible, 6, |r| {
-                let p = (i32::read(r)?, ErrorCode::from_i16(i16::read(r)?));
-                r.skip_tagged_fields(flexible)?;
-                Ok(p)
-            })?;
-            r.skip_tagged_fields(flexible)?;
-            Ok(AddPartitionsToTxnTopicResult { name, partitions })
-        })?;
+        let topics = TopicPartitionErrors::read_array(r, flexible)?;
         r.skip_tagged_fields(flexible)?;
         Ok(Self {
             throttle_time_ms,
@@ -150,17 +132,7 @@ impl AddPartitionsToTxnResponse {
     pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = AddPartitionsToTxnRequest::is_flexible(version);
         self.throttle_time_ms.write(out);
-        out.put_length(Some(self.topics.len()), flexible);
-        for t in &self.topics {
-            out.put_string(&t.name, flexible);
-            out.put_length(Some(t.partitions.len()), flexible);
-            for (p, code) in &t.partitions {
-                p.write(out);
-                code.code().write(out);
-                out.put_empty_tagged_fields(flexible);
-            }
-            out.put_empty_tagged_fields(flexible);
-        }
+        TopicPartitionErrors::write_array(&self.topics, flexible, out);
         out.put_empty_tagged_fields(flexible);
     }
 }

@@ -21,6 +21,7 @@ pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
+pub mod topic_errors;
 pub mod txn_offset_commit;
 
 pub use api_versions::{ApiVersionsRequest, ApiVersionsResponse};

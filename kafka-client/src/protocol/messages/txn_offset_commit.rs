@@ -7,6 +7,7 @@
 //! zombies without one `transactional.id` per input partition); 4 allows
 //! `TRANSACTION_ABORTABLE`. Both are flexible.
 
+use super::topic_errors::TopicPartitionErrors;
 use crate::protocol::primitives::{ReadType, Reader, WriteExt, WriteType};
 use crate::protocol::{ApiKey, DecodeError, ErrorCode, Request, Response};
 
@@ -126,13 +127,7 @@ impl TxnOffsetCommitRequest {
 }
 
 /// One topic's results.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TxnOffsetCommitTopicResult {
-    /// Name.
-    pub name: String,
-    /// (partition, error) pairs.
-    pub partitions: Vec<(i32, ErrorCode)>,
-}
+pub type TxnOffsetCommitTopicResult = TopicPartitionErrors;
 
 /// The response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,11 +141,7 @@ pub struct TxnOffsetCommitResponse {
 impl TxnOffsetCommitResponse {
     /// Every (topic, partition, error), in the response's order.
     pub fn results(&self) -> impl Iterator<Item = (&str, i32, ErrorCode)> {
-        self.topics.iter().flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |&(p, code)| (t.name.as_str(), p, code))
-        })
+        TopicPartitionErrors::flatten(&self.topics)
     }
 }
 
@@ -161,16 +152,7 @@ impl Response for TxnOffsetCommitResponse {
 
     fn decode(r: &mut Reader<'_>, _version: i16) -> Result<Self, DecodeError> {
         let throttle_time_ms = i32::read(r)?;
-        let topics = r.array_of(true, 2, |r| {
-            let name = r.string(true)?;
-            let partitions = r.array_of(true, 7, |r| {
-                let p = (i32::read(r)?, ErrorCode::from_i16(i16::read(r)?));
-                r.skip_tagged_fields(true)?;
-                Ok(p)
-            })?;
-            r.skip_tagged_fields(true)?;
-            Ok(TxnOffsetCommitTopicResult { name, partitions })
-        })?;
+        let topics = TopicPartitionErrors::read_array(r, true)?;
         r.skip_tagged_fields(true)?;
         Ok(Self {
             throttle_time_ms,
@@ -183,17 +165,7 @@ impl TxnOffsetCommitResponse {
     /// Appends the body (tests that play the broker).
     pub fn encode(&self, _version: i16, out: &mut Vec<u8>) {
         self.throttle_time_ms.write(out);
-        out.put_length(Some(self.topics.len()), true);
-        for t in &self.topics {
-            out.put_string(&t.name, true);
-            out.put_length(Some(t.partitions.len()), true);
-            for (p, code) in &t.partitions {
-                p.write(out);
-                code.code().write(out);
-                out.put_empty_tagged_fields(true);
-            }
-            out.put_empty_tagged_fields(true);
-        }
+        TopicPartitionErrors::write_array(&self.topics, true, out);
         out.put_empty_tagged_fields(true);
     }
 }
