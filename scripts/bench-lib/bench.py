@@ -20,6 +20,13 @@ Sections (`--sections`, default all of them, in this order):
               peer over PLAINTEXT and over SASL_SSL (SCRAM-SHA-512, TLS 1.3 with the cluster's
               CA) on one `kafka start --security` broker, and each peer's SASL_SSL/PLAINTEXT
               ratio
+  transactions
+              transactional producer throughput (records/s, CPU per million records, how long a
+              commit takes) at the same transaction size for every peer: every T records one
+              transaction (begin, T sends, commit), T in TXN_SIZES, 100 B values, acks=all with
+              idempotence; Java is scripts/bench-lib/TxnPerf.java (ProducerPerformance ends its
+              transactions by time, not by count), ours and librdkafka take
+              --transaction-records
   checkpoint  the real service (tests/src/bin/kafka_service.rs) under CRIU: checkpoint time
               split into hooks / drain / dump, restore, restore to first ack, against a cold
               start that rebuilds the same state
@@ -80,6 +87,10 @@ CODECS = ["none", "zstd"]
 CONSUMER_PROPS = {"enable.auto.commit": "false"}
 CONSUMER_IDLE_MS = 30_000
 ACKS = ["1", "all"]
+# The transactions section: records per transaction, and how many transactions a run holds at
+# most (fewer when the producer section's record count is reached first).
+TXN_SIZES = [100, 1000, 10000]
+TXN_PER_RUN = {"quick": 100, "full": 500}
 BATCH_SIZE = int(os.environ.get("BENCH_BATCH_SIZE", "16384"))
 LINGER_MS = int(os.environ.get("BENCH_LINGER_MS", "5"))
 BUFFER_BYTES = 32 * 1024 * 1024
@@ -240,6 +251,19 @@ JAVA_TOTAL = re.compile(
 )
 
 
+TRANSACTIONS = re.compile(r"^transactions (.*)$", re.M)
+
+
+def parse_transactions(out):
+    """The `transactions …` line of a transactional run ({} for other runs)."""
+    m = TRANSACTIONS.findall(out)
+    if not m:
+        return {}
+    kv = dict(w.split("=", 1) for w in m[-1].split())
+    return {"transactions": int(kv["count"]), "commit_avg_ms": float(kv["commit_avg_ms"]),
+            "commit_max_ms": float(kv["commit_max_ms"])}
+
+
 def common_props(acks):
     return {
         "acks": acks,
@@ -263,6 +287,11 @@ class Peer:
 
     def consumer_argv(self, bootstrap, topic, records, group, extra=None):
         raise NotImplementedError
+
+    def transactional_argv(self, bootstrap, topic, records, size, per_txn, txn_id):
+        """A run in which every `per_txn` records are one transaction (acks=all)."""
+        argv = self.producer_argv(bootstrap, topic, records, size, "all", None, extra={"transactional.id": txn_id})
+        return argv + ["--transaction-records", per_txn]
 
     def sasl_ssl(self, cluster):
         """The settings of the SASL_SSL listener (SCRAM-SHA-512), by Java's names."""
@@ -367,6 +396,9 @@ class Rdkafka(Ours):
 class Java(Peer):
     name, label = "java", "Java (ProducerPerformance)"
 
+    def __init__(self, txn_classpath=""):
+        self.txn_classpath = txn_classpath
+
     def props(self, acks):
         p = common_props(acks)
         p["buffer.memory"] = BUFFER_BYTES
@@ -384,6 +416,19 @@ class Java(Peer):
             argv += ["--command-config", config]
         argv += ["--command-property"]
         argv += [f"{k}={v}" for k, v in props.items()]
+        return argv
+
+    def transactional_argv(self, bootstrap, topic, records, size, per_txn, txn_id):
+        """TxnPerf.java (compiled by scripts/bench) with the JVM options Kafka's script gives
+        ProducerPerformance."""
+        if not self.txn_classpath:
+            raise RuntimeError("TxnPerf is not compiled (no javac): run scripts/bench")
+        argv = ["java", "-Xmx1g", "-Xlog:disable", "-Xlog:all=error:stderr",
+                f"-Dlog4j2.configurationFile={ROOT / 'scripts' / 'kafka' / 'log4j2-tools.properties'}",
+                "-cp", self.txn_classpath, "TxnPerf", "--bootstrap", bootstrap, "--topic", topic,
+                "--records", records, "--record-size", size, "--transaction-records", per_txn]
+        for k, v in {**self.props("all"), "transactional.id": txn_id}.items():
+            argv += ["-X", f"{k}={v}"]
         return argv
 
     def sasl_ssl(self, cluster):
@@ -459,7 +504,7 @@ class Bench:
         self.consumer_records = {100: args.consumer_records_100 or (200_000 if self.quick else 2_000_000),
                                  1000: args.consumer_records_1k or (50_000 if self.quick else 500_000)}
         self.codecs = args.codecs.split(",")
-        peers = {"ours": Ours(args.ours, args.ours_consumer), "librdkafka": Rdkafka(args.rdkafka), "java": Java()}
+        peers = {"ours": Ours(args.ours, args.ours_consumer), "librdkafka": Rdkafka(args.rdkafka), "java": Java(args.java_txn_classpath)}
         self.peers = [peers[p] for p in args.peers.split(",")]
         self.runs = []
         self.checkpoints = []
@@ -468,17 +513,21 @@ class Bench:
 
     # One run of one producer; appended to self.runs.
     def producer_run(self, peer, cluster, topic, size, acks, mode, rnd, records, rate=None, extra=None, tag=None,
-                     warmup=0, settings=None, bootstrap=None):
+                     warmup=0, settings=None, bootstrap=None, per_txn=None):
         base = PRODUCER_SETTINGS[settings][peer.name] if settings else None
-        argv = peer.producer_argv(bootstrap or cluster.bootstrap, topic, records, size, acks, rate, extra, warmup,
-                                  base)
+        if per_txn:
+            txn_id = f"bench-{peer.name}-{time.time_ns()}"
+            argv = peer.transactional_argv(bootstrap or cluster.bootstrap, topic, records, size, per_txn, txn_id)
+        else:
+            argv = peer.producer_argv(bootstrap or cluster.bootstrap, topic, records, size, acks, rate, extra, warmup,
+                                      base)
         load = loadavg()
         r = run_measured(argv, self.client_log, timeout=600)
         parsed = peer.parse(r.out)
         row = {
             "peer": peer.name, "brokers": cluster.brokers, "size": size, "acks": acks, "mode": mode,
             "round": rnd, "records": records, "rate": rate, "warmup": warmup, "tag": tag, "exit": r.code,
-            "settings": settings,
+            "settings": settings, "per_txn": per_txn,
             "cpu_s": r.cpu_s, "rss_mb": r.rss_kb / 1024, "wall_s": r.wall_s, "load1": load,
         }
         if r.code != 0 or not parsed or parsed.get("failed"):
@@ -486,6 +535,7 @@ class Bench:
             log(f"  {peer.name}: FAILED ({row['error']}); see {self.client_log}")
         else:
             row.update(parsed)
+            row.update(parse_transactions(r.out))
             row["mb_per_sec"] = parsed["records_per_sec"] * size / 1e6
             row["cpu_s_per_m"] = r.cpu_s / records * 1e6
             log(f"  {peer.name:<10} {parsed['records_per_sec']:>10.0f} rec/s  cpu {r.cpu_s:6.2f} s  "
@@ -615,6 +665,32 @@ class Bench:
                             self.producer_run(peer, c, topic, size, "all", f"throughput-{settings}", rnd,
                                               self.count(size, c), settings=settings)
                 c.delete_topic(topic)
+
+    def section_transactions(self):
+        """Transactional throughput at the same transaction size for every peer (TXN_SIZES),
+        100 B values, acks=all, idempotence on, on each cluster of --brokers."""
+        size = 100
+        peers = [p for p in self.peers if p.name != "java" or p.txn_classpath]
+        if len(peers) < len(self.peers):
+            log("transactions: Java left out (TxnPerf.java not compiled: no javac)")
+        for brokers in self.args.brokers:
+            c = self.cluster(brokers)
+            topic = f"bench-txn-b{brokers}"
+            c.create_topic(topic)
+            self.wait_for_quiet()
+            self.warm_topic(c, topic, size, "all")
+            # The brokers' transaction paths (and __transaction_state) warmed up, unmeasured.
+            for peer in peers:
+                run_measured(peer.transactional_argv(c.bootstrap, topic, 20_000, size, 1000, f"bench-warm-{peer.name}"),
+                             self.client_log, timeout=600)
+            for per_txn in TXN_SIZES:
+                n = min(self.count(size, c), per_txn * TXN_PER_RUN["quick" if self.quick else "full"])
+                log(f"transactions: {brokers} broker(s), {per_txn} records per transaction, {n} records")
+                for rnd in range(self.rounds):
+                    for i in range(len(peers)):
+                        peer = peers[(i + rnd) % len(peers)]
+                        self.producer_run(peer, c, topic, size, "all", "transactions", rnd, n, per_txn=per_txn)
+            c.delete_topic(topic)
 
     # --- consumers ---------------------------------------------------------------------------
 
@@ -991,6 +1067,7 @@ SECTIONS = {
     "settings": Bench.section_settings,
     "overhead": Bench.section_overhead,
     "security": Bench.section_security,
+    "transactions": Bench.section_transactions,
     "checkpoint": Bench.section_checkpoint,
 }
 
@@ -1138,6 +1215,10 @@ def report(bench):
                     cells += f" {fmt(ratio(med['ours'][0], med[o][0]), 2)}× | {fmt(ratio(med['ours'][1], med[o][1]), 2)}× |"
                 L.append(f"| {cfg_label(b, size, acks)} |{cells}")
             L.append("\nThroughput ratio > 1: ours is faster; CPU ratio < 1: ours spends less CPU per record.\n")
+    txn_md = transactions_summary(bench)
+    if txn_md:
+        L.append("## Transactional producers\n")
+        L.append(txn_md)
     security_md = security_summary(bench)
     if security_md:
         L.append("## What TLS and SASL cost\n")
@@ -1294,9 +1375,49 @@ def summary(bench):
     settings_md = settings_summary(bench)
     if settings_md:
         L.append(settings_md)
+    txn_md = transactions_summary(bench)
+    if txn_md:
+        L.append(txn_md)
     consumer_md = consumer_summary(bench)
     if consumer_md:
         L.append(consumer_md)
+    return "\n".join(L)
+
+
+def transactions_summary(bench):
+    """The `transactions` section's table: each peer's throughput at each transaction size, the
+    ratios, CPU per million records and the mean commit time; "" without its runs."""
+    runs = [r for r in bench.runs if r["mode"] == "transactions"]
+    if not runs:
+        return ""
+    label = {"ours": "ours", "librdkafka": "librdkafka", "java": "Java"}
+    names = [p.name for p in bench.peers if any(r["peer"] == p.name for r in runs)]
+    others = [n for n in names if n != "ours"] if "ours" in names else []
+    cfgs = []
+    for r in runs:
+        k = (r["brokers"], r["per_txn"], r["records"])
+        if k not in cfgs:
+            cfgs.append(k)
+    L = [f"Every T records one transaction (begin, T sends, commit), 100 B values, acks=all, idempotence on, "
+         f"batch.size={BATCH_SIZE}, linger.ms={LINGER_MS}; records/s from the first send to the end of the last "
+         "commit (initTransactions before); Java: scripts/bench-lib/TxnPerf.java.\n",
+         "| brokers · records per transaction (records per run) | " + " | ".join(f"{label[n]} records/s" for n in names)
+         + " | " + " | ".join(f"ours/{label[o]}" for o in others) + " | CPU s/M records "
+         + " / ".join(label[n] for n in names) + " | mean commit ms " + " / ".join(label[n] for n in names) + " |",
+         "|---|" + "---:|" * (len(names) + len(others) + 2)]
+    for (b, per_txn, records) in cfgs:
+        sel = {n: pick(runs, peer=n, brokers=b, per_txn=per_txn) for n in names}
+
+        def med(n, key):
+            return stats(r.get(key) for r in sel[n])[0]
+
+        L.append(f"| {b} · {per_txn:,} ({records:,}) | "
+                 + " | ".join(spread([r.get("records_per_sec") for r in sel[n]]) for n in names) + " | "
+                 + " | ".join(f"**{fmt(ratio(med('ours', 'records_per_sec'), med(o, 'records_per_sec')), 2)}×**"
+                              for o in others)
+                 + " | " + " / ".join(fmt(med(n, "cpu_s_per_m"), 2) for n in names)
+                 + " | " + " / ".join(fmt(med(n, "commit_avg_ms"), 1) for n in names) + " |")
+    L.append("")
     return "\n".join(L)
 
 
@@ -1631,6 +1752,8 @@ def main():
     ap.add_argument("--service", required=True)
     ap.add_argument("--crac", required=True)
     ap.add_argument("--criu", default="")
+    ap.add_argument("--java-txn-classpath", default="",
+                    help="classpath of Kafka's jars and the compiled TxnPerf (the transactions section's Java peer)")
     args = ap.parse_args()
     args.ours_consumer = args.ours_consumer or str(Path(args.ours).with_name("bench_consumer"))
     args.brokers = [int(b) for b in (args.brokers or ("1" if args.quick else "1,3")).split(",")]

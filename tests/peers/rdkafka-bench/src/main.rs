@@ -11,6 +11,10 @@
 //! `-X` properties go to librdkafka as they are: `scripts/bench` passes the Java names that
 //! librdkafka also knows (`acks`, `batch.size`, `linger.ms`, `enable.idempotence`, …).
 //!
+//! With `--transaction-records T` (and `-X transactional.id=…`) every `T` records are one
+//! transaction: `begin_transaction()`, the sends, `commit_transaction()` (which flushes them,
+//! serving their delivery callbacks, then commits).
+//!
 //! `rdkafka-bench consume …` is the consumer instead (see `consumer.rs`).
 
 #[path = "../../../src/bin/bench_producer/common.rs"]
@@ -21,7 +25,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Args, Histogram, Pacer};
+use common::{Args, Commits, Histogram, Pacer};
 use rdkafka::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -29,6 +33,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::util::get_rdkafka_version;
 
 const WARMUP: usize = usize::MAX;
+/// The bound of each transactional call (Java's default max.block.ms is a minute too).
+const TXN_TIMEOUT: Duration = Duration::from_secs(60);
 
 struct Context {
     start: Instant,
@@ -82,12 +88,25 @@ fn main() -> ExitCode {
         }
     };
     let payload = common::payload(args.record_size);
+    let mut commits = Commits::default();
+    if args.transaction_records.is_some()
+        && let Err(e) = producer.init_transactions(TXN_TIMEOUT)
+    {
+        eprintln!("rdkafka-bench: init_transactions: {e}");
+        return ExitCode::FAILURE;
+    }
 
     let start = Instant::now();
     let pacer = Pacer::new(start, args.rate);
     for i in 0..args.records {
         if let Some(d) = pacer.wait_before(i) {
             producer.poll(d);
+        }
+        if args.begins_transaction(i)
+            && let Err(e) = producer.begin_transaction()
+        {
+            eprintln!("rdkafka-bench: begin_transaction at record {i}: {e}");
+            return ExitCode::FAILURE;
         }
         let sent_ns = if i < args.warmup {
             WARMUP
@@ -110,6 +129,12 @@ fn main() -> ExitCode {
             }
         }
         producer.poll(Duration::ZERO);
+        if args.ends_transaction(i)
+            && let Err(e) = commits.time(|| producer.commit_transaction(TXN_TIMEOUT))
+        {
+            eprintln!("rdkafka-bench: commit_transaction at record {i}: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     if let Err(e) = producer.flush(Duration::from_secs(300)) {
         eprintln!("rdkafka-bench: flush: {e}");
@@ -119,6 +144,9 @@ fn main() -> ExitCode {
     let ctx = producer.context();
     let failed = ctx.failed.load(Ordering::Relaxed);
     common::report(&args, seconds, failed, &ctx.latency);
+    if args.transaction_records.is_some() {
+        commits.report();
+    }
     if failed > 0 {
         ExitCode::FAILURE
     } else {

@@ -6,8 +6,14 @@
 //!
 //! ```text
 //! BIN --bootstrap HOST:PORT,… --topic T --records N --record-size BYTES
-//!     [--rate RECORDS_PER_SEC] [--warmup-records W] [-X key=value]…
+//!     [--rate RECORDS_PER_SEC] [--warmup-records W] [--transaction-records T] [-X key=value]…
 //! ```
+//!
+//! `--transaction-records T` makes the run transactional (the caller sets `transactional.id`
+//! with `-X`): the producer's transactions are initialised before the clock starts, then every
+//! `T` records are one transaction (begin, `T` sends, commit; the last one may be shorter), and
+//! the time of the last commit ends the run. A second line, `transactions count=… commit_avg_ms=…
+//! commit_max_ms=…`, gives how long the commits took (each commit waits for its records).
 //!
 //! Records have no key and no headers, and one payload of random capital letters (what Java's
 //! `ProducerPerformance` sends). Latency is per record, from the `send()` call to its delivery
@@ -29,12 +35,15 @@ pub struct Args {
     pub rate: Option<f64>,
     /// Records at the start whose latency is not recorded.
     pub warmup: u64,
+    /// Records per transaction; `None`: not transactional.
+    pub transaction_records: Option<u64>,
     /// Client properties (`-X key=value`), passed through as they are.
     pub props: Vec<(String, String)>,
 }
 
 const USAGE: &str = "usage: --bootstrap HOST:PORT --topic T --records N --record-size BYTES \
-                     [--rate RECORDS_PER_SEC] [--warmup-records W] [-X key=value]...";
+                     [--rate RECORDS_PER_SEC] [--warmup-records W] [--transaction-records T] \
+                     [-X key=value]...";
 
 impl Args {
     /// Parses `std::env::args()`; exits with a usage line on a bad argument.
@@ -48,6 +57,17 @@ impl Args {
         }
     }
 
+    /// Whether record `i` opens a transaction.
+    pub fn begins_transaction(&self, i: u64) -> bool {
+        self.transaction_records.is_some_and(|t| i % t == 0)
+    }
+
+    /// Whether record `i` closes a transaction (the last record closes the last one).
+    pub fn ends_transaction(&self, i: u64) -> bool {
+        self.transaction_records
+            .is_some_and(|t| (i + 1) % t == 0 || i + 1 == self.records)
+    }
+
     fn try_parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         let mut a = Args {
             bootstrap: String::new(),
@@ -56,6 +76,7 @@ impl Args {
             record_size: 100,
             rate: None,
             warmup: 0,
+            transaction_records: None,
             props: Vec::new(),
         };
         while let Some(flag) = it.next() {
@@ -79,6 +100,15 @@ impl Args {
                         .parse()
                         .map_err(|e| format!("--warmup-records: {e}"))?
                 }
+                "--transaction-records" => {
+                    let t: u64 = val()?
+                        .parse()
+                        .map_err(|e| format!("--transaction-records: {e}"))?;
+                    if t == 0 {
+                        return Err("--transaction-records must be positive".into());
+                    }
+                    a.transaction_records = Some(t);
+                }
                 "-X" => {
                     let kv = val()?;
                     let (k, v) = kv.split_once('=').ok_or("-X needs key=value")?;
@@ -91,6 +121,37 @@ impl Args {
             return Err("--bootstrap, --topic and --records are required".into());
         }
         Ok(a)
+    }
+}
+
+/// How long the commits of a transactional run took.
+#[derive(Default)]
+pub struct Commits {
+    count: u64,
+    total: Duration,
+    max: Duration,
+}
+
+impl Commits {
+    /// Times one commit: `commit` runs and its duration is counted.
+    pub fn time<T>(&mut self, commit: impl FnOnce() -> T) -> T {
+        let t0 = Instant::now();
+        let r = commit();
+        let d = t0.elapsed();
+        self.count += 1;
+        self.total += d;
+        self.max = self.max.max(d);
+        r
+    }
+
+    /// The `transactions …` line of a transactional run.
+    pub fn report(&self) {
+        println!(
+            "transactions count={} commit_avg_ms={:.3} commit_max_ms={:.3}",
+            self.count,
+            self.total.as_secs_f64() * 1e3 / self.count.max(1) as f64,
+            self.max.as_secs_f64() * 1e3
+        );
     }
 }
 
@@ -261,7 +322,7 @@ mod tests {
     fn arguments() {
         let a = Args::try_parse(
             "--bootstrap b:1 --topic t --records 5 --record-size 10 --rate 2.5 -X acks=all \
-             --warmup-records 2"
+             --warmup-records 2 --transaction-records 2"
                 .split(' ')
                 .map(String::from),
         )
@@ -272,5 +333,9 @@ mod tests {
         );
         assert_eq!(a.props, vec![("acks".to_owned(), "all".to_owned())]);
         assert!(Args::try_parse(["--topic".to_owned()].into_iter()).is_err());
+        // Records 0..5 in transactions of 2: [0, 1], [2, 3], [4].
+        let begins: Vec<u64> = (0..5).filter(|&i| a.begins_transaction(i)).collect();
+        let ends: Vec<u64> = (0..5).filter(|&i| a.ends_transaction(i)).collect();
+        assert_eq!((begins, ends), (vec![0, 2, 4], vec![1, 3, 4]));
     }
 }

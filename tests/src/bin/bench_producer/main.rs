@@ -8,7 +8,8 @@
 //!     -X acks=all -X linger.ms=5 -X batch.size=16384 [--rate 50000]
 //! ```
 //!
-//! `-X` takes any producer property (`crac.register=false` measures the producer without its
+//! With `--transaction-records T` (and `-X transactional.id=…`) every `T` records are one
+//! transaction. `-X` takes any producer property (`crac.register=false` measures the producer without its
 //! checkpoint resource). The CRIU engine is linked, as in a checkpoint-ready service.
 
 mod common;
@@ -17,7 +18,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Args, Histogram, Pacer};
+use common::{Args, Commits, Histogram, Pacer};
 use crac_criu as _;
 use kafka_client::{Producer, ProducerRecord};
 
@@ -36,12 +37,25 @@ fn main() -> ExitCode {
     let latency: &'static Histogram = Box::leak(Box::default());
     let failed: &'static AtomicU64 = Box::leak(Box::default());
     let payload = common::payload(args.record_size);
+    let mut commits = Commits::default();
+    if args.transaction_records.is_some()
+        && let Err(e) = producer.init_transactions()
+    {
+        eprintln!("bench_producer: init_transactions: {e}");
+        return ExitCode::FAILURE;
+    }
 
     let start = Instant::now();
     let pacer = Pacer::new(start, args.rate);
     for i in 0..args.records {
         if let Some(d) = pacer.wait_before(i) {
             std::thread::sleep(d);
+        }
+        if args.begins_transaction(i)
+            && let Err(e) = producer.begin_transaction()
+        {
+            eprintln!("bench_producer: begin_transaction at record {i}: {e}");
+            return ExitCode::FAILURE;
         }
         let sent = Instant::now();
         let measured = i >= args.warmup;
@@ -62,6 +76,12 @@ fn main() -> ExitCode {
             eprintln!("bench_producer: send failed at record {i}: {e}");
             return ExitCode::FAILURE;
         }
+        if args.ends_transaction(i)
+            && let Err(e) = commits.time(|| producer.commit_transaction())
+        {
+            eprintln!("bench_producer: commit_transaction at record {i}: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     if let Err(e) = producer.flush() {
         eprintln!("bench_producer: {e}");
@@ -71,6 +91,9 @@ fn main() -> ExitCode {
     let closed = producer.close(Duration::from_secs(30));
     let failed = failed.load(Ordering::Relaxed);
     common::report(&args, seconds, failed, latency);
+    if args.transaction_records.is_some() {
+        commits.report();
+    }
     let m = producer.metrics();
     eprintln!(
         "bench_producer: produce requests {} ({:.1} records/request), batches {} ({:.1} records/batch), retries {}, connects {}",
