@@ -4,14 +4,14 @@
 //! broker is late. Each test starts its own fake cluster on 127.0.0.1 and takes well under a
 //! few seconds.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crac_api::Context;
 use kafka_client::protocol::ApiKey;
 use kafka_client::protocol::ErrorCode;
-use kafka_client::{ConsumerError, ProducerRecord, TopicPartition};
+use kafka_client::{Consumer, ConsumerError, ProducerRecord, TopicPartition};
 
 mod support;
 use support::clients::{
@@ -188,6 +188,39 @@ fn offset_out_of_range_with_reset_none_is_an_error_until_a_seek() {
     assert_eq!(poll_n(&consumer, 2).unwrap(), ["a", "b"]);
 }
 
+#[test]
+fn a_throttled_fetch_holds_the_next_request_to_that_broker_back() {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    fill(&c, 0, &["a"]);
+    let consumer = consumer(&c, &[("group.id", "")]);
+    let tp = TopicPartition::new(T, 0);
+    consumer.assign(std::slice::from_ref(&tp)).unwrap();
+    consumer.seek(&tp, 0).unwrap();
+    assert_eq!(poll_n(&consumer, 1).unwrap(), ["a"]);
+    // The broker answers the next fetch at once and asks for 600 ms without requests (KIP-219).
+    let throttled = Arc::new(Mutex::new(None));
+    let t = throttled.clone();
+    c.on(ApiKey::Fetch, 1, move |seen, r| {
+        let Resp::Fetch(mut f) = r else {
+            unreachable!()
+        };
+        f.throttle_time_ms = 600;
+        *t.lock().unwrap() = Some(seen.at);
+        Action::Reply(Resp::Fetch(f))
+    });
+    fill(&c, 0, &["b"]);
+    assert_eq!(poll_n(&consumer, 1).unwrap(), ["b"]);
+    let at = throttled.lock().unwrap().expect("a fetch was throttled");
+    let i = c
+        .seen(ApiKey::Fetch)
+        .iter()
+        .position(|s| s.at == at)
+        .unwrap();
+    let next = c.wait_for(ApiKey::Fetch, i + 2, WAIT)[i + 1].at;
+    assert!(next - at >= Duration::from_millis(550), "{:?}", next - at);
+}
+
 // --- the checkpoint path when the client thread or the broker is late -------------------------
 
 #[test]
@@ -260,13 +293,75 @@ fn producer_runs_normally_after_a_drain_acknowledged_past_its_timeout_and_grace(
 }
 
 #[test]
-fn consumer_runs_normally_after_a_checkpoint_whose_commit_came_too_late() {
+fn producer_reconnects_when_its_drain_finishes_after_the_checkpoint_gave_up() {
     let c = FakeCluster::start(1);
     c.create_topic(T, 1);
-    fill(&c, 0, &["a"]);
-    let consumer = consumer(&c, &[("checkpoint.timeout.ms", "200")]);
+    let p = producer(&c, &[("checkpoint.drain.timeout.ms", "200")]);
+    send(&p, 0, "a").wait().unwrap();
+    // The record being drained is acknowledged after 100 ms, and its delivery callback then
+    // holds the sender for 1 s: the drain completes after before_checkpoint stopped waiting.
+    c.on(ApiKey::Produce, 1, |_, r| {
+        Action::Delay(Duration::from_millis(100), Box::new(Action::Reply(r)))
+    });
+    let called_back = Arc::new(AtomicBool::new(false));
+    let done = called_back.clone();
+    p.send_with_callback(
+        ProducerRecord::new(T).partition(0).value(b"slow"),
+        move |_| {
+            std::thread::sleep(Duration::from_millis(1000));
+            done.store(true, Ordering::SeqCst);
+        },
+    )
+    .unwrap();
+    c.wait_for(ApiKey::Produce, 2, WAIT);
+    let r = p.as_resource();
+    let ctx = Context::new("test");
+    let err = r
+        .before_checkpoint(&ctx)
+        .expect_err("the sender is held up");
+    assert!(err.to_string().contains("did not answer"), "{err}");
+    while !called_back.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // No restore yet: the sender that drained (and closed its connections) for a checkpoint
+    // that gave up reconnects by itself.
+    match send(&p, 0, "b").wait_timeout(WAIT) {
+        Ok(r) => {
+            r.unwrap();
+        }
+        Err(_) => panic!("the producer stayed disconnected after the checkpoint gave up"),
+    }
+    r.after_restore(&ctx).unwrap();
+    send(&p, 0, "c").wait().unwrap();
+    p.flush_timeout(WAIT).unwrap();
+    assert_eq!(values(&c, 0), ["a", "slow", "b", "c"]);
+}
+
+/// A group member (`checkpoint.timeout.ms` as given) that read "a" from partition 0.
+fn member_that_read_a(c: &FakeCluster, checkpoint_timeout_ms: &str) -> Consumer {
+    c.create_topic(T, 1);
+    fill(c, 0, &["a"]);
+    let consumer = consumer(c, &[("checkpoint.timeout.ms", checkpoint_timeout_ms)]);
     consumer.subscribe([T]).unwrap();
     assert_eq!(poll_n(&consumer, 1).unwrap(), ["a"]);
+    consumer
+}
+
+/// The member reads `value`, appended now, and commits past it (offset `committed`).
+fn reads_and_commits(c: &FakeCluster, consumer: &Consumer, value: &str, committed: i64) {
+    fill(c, 0, &[value]);
+    assert_eq!(poll_n(consumer, 1).unwrap(), [value]);
+    consumer.commit_sync().unwrap();
+    assert_eq!(
+        c.model(|m| m.committed.get(&(T.to_owned(), 0)).copied()),
+        Some(committed)
+    );
+}
+
+#[test]
+fn consumer_runs_normally_after_a_checkpoint_whose_commit_came_too_late() {
+    let c = FakeCluster::start(1);
+    let consumer = member_that_read_a(&c, "200");
     c.on(ApiKey::OffsetCommit, 1, |_, r| {
         Action::Delay(Duration::from_millis(1500), Box::new(Action::Reply(r)))
     });
@@ -274,11 +369,59 @@ fn consumer_runs_normally_after_a_checkpoint_whose_commit_came_too_late() {
     let ctx = Context::new("test");
     r.before_checkpoint(&ctx).expect_err("the commit is late");
     r.after_restore(&ctx).unwrap();
+    reads_and_commits(&c, &consumer, "b", 2);
+}
+
+#[test]
+fn consumer_rejoins_when_its_checkpoint_commit_is_answered_after_the_checkpoint_gave_up() {
+    let c = FakeCluster::start(1);
+    let consumer = member_that_read_a(&c, "200");
+    // Answered after 700 ms: past the 200 ms timeout and its grace (before_checkpoint gives
+    // up at 400 ms), before the network thread's own limit (1.2 s). The commit succeeds, the
+    // member leaves and closes its connections for a checkpoint that is already over.
+    c.on(ApiKey::OffsetCommit, 1, |_, r| {
+        Action::Delay(Duration::from_millis(700), Box::new(Action::Reply(r)))
+    });
+    let r = consumer.as_resource();
+    let ctx = Context::new("test");
+    let t = Instant::now();
+    r.before_checkpoint(&ctx).expect_err("the commit is late");
+    assert!(
+        t.elapsed() < Duration::from_millis(650),
+        "{:?}",
+        t.elapsed()
+    );
+    c.wait_for(ApiKey::LeaveGroup, 1, WAIT);
+    // No restore yet: the consumer rejoins by itself and reads on.
     fill(&c, 0, &["b"]);
     assert_eq!(poll_n(&consumer, 1).unwrap(), ["b"]);
-    consumer.commit_sync().unwrap();
-    assert_eq!(
-        c.model(|m| m.committed.get(&(T.to_owned(), 0)).copied()),
-        Some(2)
+    r.after_restore(&ctx).unwrap();
+    reads_and_commits(&c, &consumer, "c", 3);
+}
+
+#[test]
+fn consumer_runs_normally_after_a_checkpoint_whose_commit_was_refused() {
+    let c = FakeCluster::start(1);
+    let consumer = member_that_read_a(&c, "500");
+    c.on(ApiKey::OffsetCommit, 1, |_, r| {
+        let Resp::OffsetCommit(mut o) = r else {
+            unreachable!()
+        };
+        for p in o.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            p.error_code = ErrorCode::GroupAuthorizationFailed;
+        }
+        Action::Reply(Resp::OffsetCommit(o))
+    });
+    let r = consumer.as_resource();
+    let ctx = Context::new("test");
+    let err = r
+        .before_checkpoint(&ctx)
+        .expect_err("the commit is refused");
+    assert!(
+        err.to_string().contains("GROUP_AUTHORIZATION_FAILED"),
+        "{err}"
     );
+    r.after_restore(&ctx).unwrap();
+    assert!(c.seen(ApiKey::LeaveGroup).is_empty());
+    reads_and_commits(&c, &consumer, "b", 2);
 }
