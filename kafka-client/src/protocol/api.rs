@@ -42,6 +42,8 @@ pub enum ApiKey {
     EndTxn,
     /// TxnOffsetCommit (28).
     TxnOffsetCommit,
+    /// ConsumerGroupHeartbeat (68).
+    ConsumerGroupHeartbeat,
     /// Any other key.
     Other(i16),
 }
@@ -68,6 +70,7 @@ impl ApiKey {
             ApiKey::AddOffsetsToTxn => 25,
             ApiKey::EndTxn => 26,
             ApiKey::TxnOffsetCommit => 28,
+            ApiKey::ConsumerGroupHeartbeat => 68,
             ApiKey::Other(k) => k,
         }
     }
@@ -93,6 +96,7 @@ impl ApiKey {
             25 => ApiKey::AddOffsetsToTxn,
             26 => ApiKey::EndTxn,
             28 => ApiKey::TxnOffsetCommit,
+            68 => ApiKey::ConsumerGroupHeartbeat,
             k => ApiKey::Other(k),
         }
     }
@@ -216,7 +220,7 @@ mod tests {
             .negotiate(ApiKey::Metadata, VersionRange { min: 4, max: 12 })
             .unwrap_err();
         assert!(e.to_string().contains("not supported"), "{e}");
-        for k in -1..30 {
+        for k in -1..80 {
             assert_eq!(ApiKey::from_code(k).code(), k);
         }
     }

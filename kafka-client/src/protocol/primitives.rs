@@ -141,6 +141,24 @@ impl<'a> Reader<'a> {
         Ok(v)
     }
 
+    /// A nullable array: `None` for null.
+    pub fn nullable_array_of<T>(
+        &mut self,
+        compact: bool,
+        min_size: usize,
+        mut f: impl FnMut(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<Option<Vec<T>>, DecodeError> {
+        let Some(n) = self.length(compact)? else {
+            return Ok(None);
+        };
+        let n = self.bounded_count(n, min_size)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(f(self)?);
+        }
+        Ok(Some(v))
+    }
+
     /// Tagged fields: returned as `(tag, raw bytes)` for the caller to interpret the ones it
     /// knows; unknown ones are skipped, as the protocol requires.
     pub fn tagged_fields(&mut self) -> Result<Vec<(u32, &'a [u8])>, DecodeError> {
@@ -319,7 +337,7 @@ pub fn varlong_len(v: i64) -> usize {
 }
 
 /// A 128-bit UUID (topic ids).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub struct Uuid(pub [u8; 16]);
 
 impl<'a> ReadType<'a> for Uuid {

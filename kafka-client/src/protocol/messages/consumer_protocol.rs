@@ -3,6 +3,11 @@
 //! [`ConsumerProtocolAssignment`]), encoded as the Java client's `ConsumerProtocol` encodes
 //! them, so that our assignors and Java consumers can lead and follow each other in one group.
 //!
+//! The sticky assignors' user data is here too: [`StickyUserData`] (`sticky`: the member's
+//! previous assignment and its generation) and [`cooperative_sticky_user_data`]
+//! (`cooperative-sticky`: the generation alone), as Java's `StickyAssignor` and
+//! `CooperativeStickyAssignor` write them.
+//!
 //! Both are an `i16` version followed by a struct in classic (non-flexible) encoding, versions
 //! 0-3. As in Java, a version above 3 is read as 3 (newer versions may only append fields), and
 //! bytes after the known fields are ignored; a negative version is an error. Java writes
@@ -171,6 +176,57 @@ impl ConsumerProtocolAssignment {
     }
 }
 
+/// The user data of the `sticky` assignor (eager; Java's `StickyAssignor`): the partitions
+/// the member was assigned last and the generation of that assignment. No version prefix:
+/// version 1 appends the generation to version 0, and a reader takes what is there.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StickyUserData {
+    /// The previous assignment.
+    pub partitions: Vec<TopicPartitions>,
+    /// Its generation (absent in version 0).
+    pub generation: Option<i32>,
+}
+
+impl StickyUserData {
+    /// Encodes it as version 1 (version 0 without a generation).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32);
+        write_topic_partitions(&mut out, &self.partitions);
+        if let Some(g) = self.generation {
+            g.write(&mut out);
+        }
+        out
+    }
+
+    /// Decodes it; bytes after the known fields are ignored, as Java's reader ignores them.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let r = &mut Reader::new(bytes);
+        let partitions = read_topic_partitions(r)?;
+        let generation = if r.remaining() >= 4 {
+            Some(i32::read(r)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            partitions,
+            generation,
+        })
+    }
+}
+
+/// The user data of `cooperative-sticky` (Java's `CooperativeStickyAssignor`): the generation
+/// of the member's last assignment, for leaders that read subscriptions older than version 2.
+pub fn cooperative_sticky_user_data(generation: i32) -> Vec<u8> {
+    generation.to_be_bytes().to_vec()
+}
+
+/// The generation in `cooperative-sticky` user data (Java: unreadable data counts as -1).
+pub fn cooperative_sticky_generation(user_data: &[u8]) -> i32 {
+    user_data
+        .get(..4)
+        .map_or(-1, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,11 +360,38 @@ mod tests {
         assert!(ConsumerProtocolSubscription::decode(&[]).is_err());
     }
 
+    #[test]
+    fn sticky_user_data_java_bytes() {
+        // StickyAssignor.serializeTopicPartitionAssignment([t-0, t-1], generation 4): an array of
+        // (topic, partitions), then the generation; version 0 has no generation.
+        let want: &[u8] = &[
+            0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, // previous_assignment
+            0, 0, 0, 4, // generation
+        ];
+        let d = StickyUserData {
+            partitions: vec![TopicPartitions {
+                topic: "t".into(),
+                partitions: vec![0, 1],
+            }],
+            generation: Some(4),
+        };
+        assert_eq!(d.encode(), want);
+        assert_eq!(StickyUserData::decode(want).unwrap(), d);
+        let v0 = StickyUserData::decode(&want[..want.len() - 4]).unwrap();
+        assert_eq!(v0.generation, None);
+        assert_eq!(v0.partitions, d.partitions);
+        assert!(StickyUserData::decode(&want[..5]).is_err());
+        assert_eq!(cooperative_sticky_user_data(7), [0, 0, 0, 7]);
+        assert_eq!(cooperative_sticky_generation(&[0, 0, 0, 7, 9]), 7);
+        assert_eq!(cooperative_sticky_generation(&[0, 0]), -1);
+    }
+
     proptest! {
         #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
             let _ = ConsumerProtocolSubscription::decode(&bytes);
             let _ = ConsumerProtocolAssignment::decode(&bytes);
+            let _ = StickyUserData::decode(&bytes);
         }
 
         #[test]

@@ -4,6 +4,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod api_versions;
+pub mod consumer_group_heartbeat;
 pub mod consumer_protocol;
 pub mod end_txn;
 pub mod fetch;
