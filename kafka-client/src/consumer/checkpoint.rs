@@ -1,15 +1,23 @@
 //! The consumer as a CRaC [`Resource`]: before the image, stop fetching, commit the positions
 //! of records `poll()` returned, leave the group and close every connection; after the restore,
-//! re-bootstrap and rejoin as a new member, resuming from the committed offsets.
+//! re-bootstrap and rejoin, resuming from the committed offsets.
+//!
+//! How the member leaves depends on its membership: a dynamic member leaves for good
+//! (LeaveGroup; KIP-848: epoch -1), so its partitions move to the others during the freeze
+//! (with `cooperative-sticky` or `group.protocol=consumer`, only its partitions move); a
+//! static member (`group.instance.id`) leaves only for now (classic: no LeaveGroup; KIP-848:
+//! epoch -2), so its partitions wait for it until the session timeout and nobody else moves.
 //!
 //! `group.instance.id` across restores: clones of one image must not share it (the second
 //! would fence the first). After an image was taken, a configured id is replaced by the
 //! restorer's value of the variable named by `crac.group.instance.id.var` (default
 //! `KAFKA_GROUP_INSTANCE_ID`: `crac restore DIR --env KAFKA_GROUP_INSTANCE_ID=worker-7`),
 //! for deployments that give each restored copy its own stable identity; without one, by
-//! `<configured id>-crac<generation>-<8 random hex digits>`, unique per restore (the random part
-//! is drawn from the operating system after the restore, so clones differ). Either way the old static
-//! member left the group before the image, so no one is fenced.
+//! `<configured id>-crac<generation>-<8 random hex digits>`, unique per restore (the random
+//! part is drawn from the operating system after the restore, so clones differ). A copy
+//! restored under the image's own id takes the waiting partitions back without a rebalance; a
+//! copy under another id first removes the image's member for good (the coordinator then
+//! moves its partitions), so no one is fenced either way.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

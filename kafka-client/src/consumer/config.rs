@@ -52,6 +52,37 @@ impl fmt::Display for AutoOffsetReset {
     }
 }
 
+/// `group.protocol`: how the member takes part in its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupProtocol {
+    /// JoinGroup/SyncGroup, the assignment computed by a member (the default, as in Java).
+    #[default]
+    Classic,
+    /// KIP-848 (Kafka 4.0+): ConsumerGroupHeartbeat, the assignment computed by the broker
+    /// (`group.remote.assignor`), every rebalance incremental.
+    Consumer,
+}
+
+impl FromStr for GroupProtocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "classic" => Ok(Self::Classic),
+            "consumer" => Ok(Self::Consumer),
+            _ => Err("expected classic or consumer".into()),
+        }
+    }
+}
+
+impl fmt::Display for GroupProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Classic => "classic",
+            Self::Consumer => "consumer",
+        })
+    }
+}
+
 fn parse_isolation(s: &str) -> Result<IsolationLevel, String> {
     match s.trim() {
         "read_uncommitted" => Ok(IsolationLevel::ReadUncommitted),
@@ -75,6 +106,11 @@ pub struct ConsumerConfig {
     /// `group.instance.id`: static membership. Clones of one image must not share it: see
     /// [`crac_group_instance_id_var`](Self::crac_group_instance_id_var).
     pub group_instance_id: Option<String>,
+    /// `group.protocol` (default classic).
+    pub group_protocol: GroupProtocol,
+    /// `group.remote.assignor`: the broker's assignor with `group.protocol=consumer`
+    /// (`uniform` or `range`; default: the broker's default).
+    pub group_remote_assignor: Option<String>,
     /// `auto.offset.reset` (default latest).
     pub auto_offset_reset: AutoOffsetReset,
     /// `enable.auto.commit` (default true with a `group.id`).
@@ -112,8 +148,9 @@ pub struct ConsumerConfig {
     pub fetch_max_wait: Duration,
     /// `isolation.level` (default read_uncommitted).
     pub isolation_level: IsolationLevel,
-    /// `partition.assignment.strategy` (default `range`; `range` and `roundrobin` are
-    /// supported, by name or by Java class name).
+    /// `partition.assignment.strategy` (default `range`; `range`, `roundrobin`, `sticky` and
+    /// `cooperative-sticky`, by name or by Java class name). With `cooperative-sticky` alone
+    /// the member uses the cooperative protocol (KIP-429).
     pub assignors: Vec<AssignorKind>,
     /// `default.api.timeout.ms` (default 60000): bounds `commit_sync()`, `committed()`,
     /// `position()` and `close()` without an explicit timeout.
@@ -153,6 +190,8 @@ pub const MAX_FETCH_BYTES: i32 = (MAX_RESPONSE_SIZE - (1 << 20)) as i32;
 const CONSUMER_KEYS: &[&str] = &[
     "group.id",
     "group.instance.id",
+    "group.protocol",
+    "group.remote.assignor",
     "auto.offset.reset",
     "enable.auto.commit",
     "auto.commit.interval.ms",
@@ -190,6 +229,8 @@ impl Default for ConsumerConfig {
             common: CommonConfig::default(),
             group_id: None,
             group_instance_id: None,
+            group_protocol: GroupProtocol::Classic,
+            group_remote_assignor: None,
             auto_offset_reset: AutoOffsetReset::Latest,
             enable_auto_commit: true,
             auto_commit_interval: Duration::from_millis(5000),
@@ -260,6 +301,8 @@ impl ConsumerConfig {
         match key {
             "group.id" => self.group_id = non_empty(v),
             "group.instance.id" => self.group_instance_id = non_empty(v),
+            "group.protocol" => self.group_protocol = parse_with(key, v)?,
+            "group.remote.assignor" => self.group_remote_assignor = non_empty(v),
             "auto.offset.reset" => self.auto_offset_reset = parse_with(key, v)?,
             "enable.auto.commit" => self.enable_auto_commit = parse_bool(key, v)?,
             "auto.commit.interval.ms" => self.auto_commit_interval = parse_ms(key, v)?,
@@ -339,6 +382,7 @@ impl ConsumerConfig {
                 ));
             }
         }
+        self.validate_group_protocol()?;
         if self.heartbeat_interval >= self.session_timeout {
             return Err(ConfigError::new(
                 "heartbeat.interval.ms",
@@ -411,6 +455,42 @@ impl ConsumerConfig {
         Ok(())
     }
 
+    /// Java 4's rules: the consumer protocol takes its heartbeat interval and session timeout
+    /// from the broker, and its assignor from `group.remote.assignor`; the classic protocol
+    /// has no remote assignor.
+    fn validate_group_protocol(&self) -> Result<(), ConfigError> {
+        match self.group_protocol {
+            GroupProtocol::Consumer => {
+                for key in [
+                    "session.timeout.ms",
+                    "heartbeat.interval.ms",
+                    "partition.assignment.strategy",
+                ] {
+                    if self.explicit.contains(&key) {
+                        return Err(ConfigError::new(
+                            key,
+                            "(set)",
+                            "not used with group.protocol=consumer: the broker sets the session \
+                             timeout and heartbeat interval (group.consumer.*), and assigns with \
+                             group.remote.assignor",
+                        ));
+                    }
+                }
+            }
+            GroupProtocol::Classic => {
+                if let Some(a) = &self.group_remote_assignor {
+                    return Err(ConfigError::new(
+                        "group.remote.assignor",
+                        a,
+                        "cannot be set with group.protocol=classic (use \
+                         partition.assignment.strategy)",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The decompressed bytes one fetch response may produce: `fetch.max.decompressed.bytes`,
     /// or [`DECOMPRESSED_PER_FETCH_BYTE`] times `fetch.max.bytes`.
     pub fn max_decompressed_bytes(&self) -> usize {
@@ -446,6 +526,20 @@ impl ConsumerConfig {
     pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
         self.group_instance_id = non_empty(&id.into());
         self.mark("group.instance.id");
+        self
+    }
+
+    /// `group.protocol`.
+    pub fn group_protocol(mut self, p: GroupProtocol) -> Self {
+        self.group_protocol = p;
+        self.mark("group.protocol");
+        self
+    }
+
+    /// `group.remote.assignor`.
+    pub fn group_remote_assignor(mut self, name: impl Into<String>) -> Self {
+        self.group_remote_assignor = non_empty(&name.into());
+        self.mark("group.remote.assignor");
         self
     }
 
@@ -611,10 +705,10 @@ mod tests {
             "{e}"
         );
         let mut p = base();
-        p.push(("partition.assignment.strategy", "range,sticky"));
+        p.push(("partition.assignment.strategy", "range,sticky2"));
         let e = ConsumerConfig::from_properties(p).unwrap_err();
         assert_eq!(e.key, "partition.assignment.strategy");
-        assert!(e.reason.contains("sticky"), "{e}");
+        assert!(e.reason.contains("sticky2"), "{e}");
         let mut p = base();
         p.push(("max.pol.records", "5"));
         assert!(
@@ -664,6 +758,40 @@ mod tests {
         assert_eq!(
             c.assignors,
             vec![AssignorKind::RoundRobin, AssignorKind::Range]
+        );
+    }
+
+    #[test]
+    fn group_protocol_rules_as_java() {
+        let mut p = base();
+        p.push(("group.protocol", "CONSUMER"));
+        p.push(("group.remote.assignor", "uniform"));
+        let c = ConsumerConfig::from_properties(p.clone()).unwrap();
+        assert_eq!(c.group_protocol, GroupProtocol::Consumer);
+        assert_eq!(c.group_remote_assignor.as_deref(), Some("uniform"));
+        for key in ["heartbeat.interval.ms", "partition.assignment.strategy"] {
+            let mut q = p.clone();
+            q.push((
+                key,
+                if key == "heartbeat.interval.ms" {
+                    "1000"
+                } else {
+                    "range"
+                },
+            ));
+            assert_eq!(ConsumerConfig::from_properties(q).unwrap_err().key, key);
+        }
+        let mut q = base();
+        q.push(("group.remote.assignor", "uniform"));
+        assert_eq!(
+            ConsumerConfig::from_properties(q).unwrap_err().key,
+            "group.remote.assignor"
+        );
+        let mut q = base();
+        q.push(("group.protocol", "new"));
+        assert_eq!(
+            ConsumerConfig::from_properties(q).unwrap_err().key,
+            "group.protocol"
         );
     }
 

@@ -17,6 +17,7 @@ mod network_thread;
 pub mod rebalance;
 pub mod record;
 mod shared;
+mod sticky;
 mod validation;
 
 /// The error `before_checkpoint` returns.
@@ -41,7 +42,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 pub use self::assignor::AssignorKind;
-pub use self::config::{AutoOffsetReset, ConfigError, ConsumerConfig};
+pub use self::config::{AutoOffsetReset, ConfigError, ConsumerConfig, GroupProtocol};
 use self::coordinator::{CommitOffsets, CommitReply};
 pub use self::error::ConsumerError;
 use self::network_thread::{Command, ConsumerNetworkThread};
@@ -491,15 +492,17 @@ impl Consumer {
                         self.revoke_for_rejoin(partitions, lost);
                         continue;
                     }
+                    step @ RebalanceStep::Assign { .. } => {
+                        drop(st);
+                        self.apply_assignment(step);
+                        continue;
+                    }
                     RebalanceStep::Assigned(partitions) => {
-                        st.polled_membership = st.assigned_membership.clone();
+                        // A rebalance step left over from an earlier poll() whose listener
+                        // panicked: the assignment is installed; finish.
+                        st.rebalance = RebalanceStep::None;
                         drop(st);
-                        self.call_listener(|l, c| l.on_partitions_assigned(c, &partitions));
-                        let mut st = self.inner.shared.state.lock();
-                        if st.rebalance == RebalanceStep::Assigned(partitions) {
-                            st.rebalance = RebalanceStep::None;
-                        }
-                        drop(st);
+                        tracing::debug!(partitions = partitions.len(), "assignment step finished");
                         self.inner.wake();
                         continue;
                     }
@@ -546,16 +549,54 @@ impl Consumer {
         }
     }
 
-    /// The eager rebalance's first half, on the application thread: commit (auto-commit),
-    /// tell the listener, give the partitions up, let the network thread join.
+    /// Before (re)joining, on the application thread: commit (auto-commit), tell the listener,
+    /// give the partitions up (eager: all; cooperative: those lost or no longer subscribed),
+    /// let the network thread join.
     fn revoke_for_rejoin(&self, partitions: Vec<TopicPartition>, lost: bool) {
         self.give_up(&partitions, lost, self.inner.config.default_api_timeout);
         let mut st = self.inner.shared.state.lock();
-        st.assignment.clear();
-        st.clear_buffer();
+        for tp in &partitions {
+            st.assignment.remove(tp);
+            st.drop_buffered(tp);
+        }
         if matches!(&st.rebalance, RebalanceStep::Revoke { partitions: p, .. } if *p == partitions)
         {
             st.rebalance = RebalanceStep::JoinAllowed;
+        }
+        drop(st);
+        self.inner.wake();
+    }
+
+    /// A new assignment, on the application thread: give up what is revoked (auto-commit,
+    /// `on_partitions_revoked`), install the assignment, then `on_partitions_assigned` with
+    /// what was added (with the eager protocol: everything). Fetching of the new partitions
+    /// starts once the listener returns.
+    fn apply_assignment(&self, step: RebalanceStep) {
+        let RebalanceStep::Assign {
+            revoked,
+            assignment,
+            added,
+        } = &step
+        else {
+            return;
+        };
+        self.give_up(revoked, false, self.inner.config.default_api_timeout);
+        {
+            let mut st = self.inner.shared.state.lock();
+            if st.rebalance != step {
+                // The network thread moved on meanwhile (fenced, left): its step comes next.
+                return;
+            }
+            st.set_assignment(assignment.iter().cloned());
+            // group_metadata() now speaks for this assignment (KIP-447).
+            st.polled_membership = st.assigned_membership.clone();
+            st.rebalance = RebalanceStep::Assigned(added.clone());
+        }
+        self.inner.wake();
+        self.call_listener(|l, c| l.on_partitions_assigned(c, added));
+        let mut st = self.inner.shared.state.lock();
+        if st.rebalance == RebalanceStep::Assigned(added.clone()) {
+            st.rebalance = RebalanceStep::None;
         }
         drop(st);
         self.inner.wake();
@@ -805,6 +846,63 @@ impl Consumer {
             self.inner.wake();
             self.inner.shared.cv.wait_until(&mut st, deadline);
         }
+    }
+
+    // --- flow control ----------------------------------------------------------------------
+
+    /// Stops fetching `partitions` (each must be assigned, or nothing changes and the error
+    /// names it): `poll()` returns none of their records until [`resume`](Self::resume), and
+    /// records fetched before wait in the buffer. Positions and the group membership are
+    /// untouched: a member that pauses everything stays in its group as long as it calls
+    /// `poll()`. A partition that is revoked and assigned again comes back unpaused (as in
+    /// Java); one kept through a cooperative rebalance stays paused.
+    pub fn pause(&self, partitions: &[TopicPartition]) -> Result<(), ConsumerError> {
+        self.set_paused(partitions, true, "pause()")
+    }
+
+    /// Fetches `partitions` again (each must be assigned); records fetched before the pause
+    /// come first.
+    pub fn resume(&self, partitions: &[TopicPartition]) -> Result<(), ConsumerError> {
+        self.set_paused(partitions, false, "resume()")
+    }
+
+    /// The assigned partitions paused now.
+    pub fn paused(&self) -> Vec<TopicPartition> {
+        let st = self.inner.shared.state.lock();
+        st.assignment
+            .iter()
+            .filter(|(_, p)| p.paused)
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    fn set_paused(
+        &self,
+        partitions: &[TopicPartition],
+        on: bool,
+        call: &str,
+    ) -> Result<(), ConsumerError> {
+        self.check_open()?;
+        let mut st = self.inner.shared.state.lock();
+        if let Some(tp) = partitions
+            .iter()
+            .find(|tp| !st.assignment.contains_key(*tp))
+        {
+            return Err(ConsumerError::illegal(format!(
+                "{call}: {tp} is not assigned to this consumer"
+            )));
+        }
+        for tp in partitions {
+            if let Some(p) = st.assignment.get_mut(tp) {
+                p.paused = on;
+            }
+        }
+        drop(st);
+        if !on {
+            self.inner.shared.notify();
+        }
+        self.inner.wake();
+        Ok(())
     }
 
     // --- close -----------------------------------------------------------------------------

@@ -25,12 +25,27 @@ pub(crate) enum RequestContext {
     SyncGroup,
     Heartbeat,
     LeaveGroup,
+    /// A LeaveGroup removing a restored image's static member for good.
+    Release,
+    /// A ConsumerGroupHeartbeat (KIP-848).
+    GroupHeartbeat(GroupHeartbeatKind),
     /// The id of the commit in the coordinator's queue.
     OffsetCommit(u64),
     /// Positions to initialize (`None`) or a `committed()` query (its id).
     OffsetFetch(Option<u64>),
     /// Positions being validated after a leader change.
     OffsetForLeaderEpoch(super::validation::Checked),
+}
+
+/// What a ConsumerGroupHeartbeat was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GroupHeartbeatKind {
+    /// The member's own (joining or heartbeating), carrying this subscription version.
+    Member { subscription: u64 },
+    /// Leaving (epoch -1 or -2).
+    Leave,
+    /// A restored copy removing the image's static member.
+    Release,
 }
 
 /// A Fetch in flight: which positions it asked for, and the topic ids it named.

@@ -26,6 +26,7 @@ use super::validation::PositionValidator;
 use crate::network::{Completion, Event, NetworkClient};
 use crate::protocol::DecodeError;
 use crate::protocol::messages::MetadataRequest;
+use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
 use crate::protocol::messages::fetch::FetchRequest;
 use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
 use crate::protocol::messages::heartbeat::HeartbeatRequest;
@@ -623,6 +624,16 @@ impl ConsumerNetworkThread {
             RequestContext::Heartbeat => match decode!(HeartbeatRequest) {
                 Ok(r) => self.coordinator.on_heartbeat(&mut self.net, r, &shared),
                 Err(e) => return Err(malformed(ctx, "Heartbeat", e)),
+            },
+            RequestContext::GroupHeartbeat(kind) => match decode!(ConsumerGroupHeartbeatRequest) {
+                Ok(r) => self
+                    .coordinator
+                    .on_group_heartbeat(&mut self.net, kind, r, &shared),
+                Err(e) => return Err(malformed(ctx, "ConsumerGroupHeartbeat", e)),
+            },
+            RequestContext::Release => match decode!(LeaveGroupRequest) {
+                Ok(r) => self.coordinator.on_release(r.error()),
+                Err(e) => return Err(malformed(ctx, "LeaveGroup", e)),
             },
             RequestContext::LeaveGroup => match decode!(LeaveGroupRequest) {
                 Ok(r) => self.coordinator.on_leave_group(r, &shared),

@@ -45,6 +45,8 @@ pub(crate) struct PartitionState {
     pub awaiting_validation: bool,
     /// The committed offset has been asked for (network thread).
     pub committed_requested: bool,
+    /// `pause()`d: not fetched, and what was fetched before is held back until `resume()`.
+    pub paused: bool,
 }
 
 /// A partition's fetched records not yet returned.
@@ -92,9 +94,45 @@ pub(crate) enum RebalanceStep {
     },
     /// `poll()` has released the partitions: the network thread joins.
     JoinAllowed,
-    /// Joined and synced: the network thread installed this assignment; `poll()` runs
-    /// `on_partitions_assigned`, then fetching starts.
+    /// A new assignment (a SyncGroup, or a KIP-848 heartbeat): `poll()` gives up `revoked`
+    /// (still assigned until then, so that the listener can commit them), installs
+    /// `assignment` (partitions kept keep their positions), then runs
+    /// `on_partitions_assigned(added)`; the new partitions are fetched after that.
+    Assign {
+        revoked: Vec<TopicPartition>,
+        assignment: Vec<TopicPartition>,
+        added: Vec<TopicPartition>,
+    },
+    /// `poll()` installed an assignment and runs `on_partitions_assigned` with these (the
+    /// added partitions): their committed offsets are looked up once it returns, so that a
+    /// `seek()` in the listener comes first.
     Assigned(Vec<TopicPartition>),
+}
+
+impl RebalanceStep {
+    /// The step from the `current` assignment to `assignment`.
+    pub fn assign(
+        current: &BTreeMap<TopicPartition, PartitionState>,
+        assignment: Vec<TopicPartition>,
+    ) -> Self {
+        let next: BTreeSet<&TopicPartition> = assignment.iter().collect();
+        let revoked = current
+            .keys()
+            .filter(|tp| !next.contains(tp))
+            .cloned()
+            .collect();
+        let mut added: Vec<TopicPartition> = next
+            .into_iter()
+            .filter(|tp| !current.contains_key(*tp))
+            .cloned()
+            .collect();
+        added.dedup();
+        Self::Assign {
+            revoked,
+            assignment,
+            added,
+        }
+    }
 }
 
 /// A member id with its generation and `group.instance.id`.
@@ -216,7 +254,7 @@ impl State {
         let st = self
             .assignment
             .get(tp)
-            .filter(|st| !st.blocked && !st.awaiting_validation)?;
+            .filter(|st| !st.blocked && !st.awaiting_validation && !st.paused)?;
         let position = st.position?;
         match self.buffered.get(tp) {
             None => Some(position),
@@ -277,14 +315,20 @@ impl State {
         let buffered: usize = self.buffer.iter().map(|cf| cf.records.len()).sum();
         let mut out = Vec::with_capacity(buffered.min(max));
         while out.len() < max {
-            let Some(cf) = self.buffer.front_mut() else {
+            // Chunks of paused partitions wait where they are (returned after `resume()`).
+            let Some(i) = self
+                .buffer
+                .iter()
+                .position(|cf| !self.assignment.get(&cf.tp).is_some_and(|st| st.paused))
+            else {
                 break;
             };
+            let cf = &mut self.buffer[i];
             let current = self.assignment.get(&cf.tp).is_some_and(|st| {
                 st.position == Some(cf.position) && !st.blocked && !st.awaiting_validation
             });
             if !current {
-                let cf = self.buffer.pop_front().expect("front exists");
+                let cf = self.buffer.remove(i).expect("index found");
                 unbuffer(&mut self.buffered, &cf.tp);
                 continue;
             }
@@ -303,7 +347,7 @@ impl State {
                 }
             }
             if cf.records.is_empty() {
-                let cf = self.buffer.pop_front().expect("front exists");
+                let cf = self.buffer.remove(i).expect("index found");
                 unbuffer(&mut self.buffered, &cf.tp);
                 if let Some(e) = cf.error {
                     // Stay at the bad batch; the error is raised after the records before it.
@@ -405,6 +449,52 @@ mod tests {
         assert!(s.buffer.is_empty() && s.buffered.is_empty());
         assert_eq!(s.consumed_offsets().len(), 2);
         assert_eq!(s.records_returned, 3);
+    }
+
+    #[test]
+    fn paused_partitions_are_not_fetched_and_their_records_wait() {
+        let a = TopicPartition::new("t", 0);
+        let b = TopicPartition::new("t", 1);
+        let mut s = State::new(None);
+        s.set_assignment([a.clone(), b.clone()]);
+        s.assignment.get_mut(&a).unwrap().position = Some(0);
+        s.assignment.get_mut(&b).unwrap().position = Some(0);
+        s.push_fetch(fetched(&a, 0, 2, 2));
+        s.push_fetch(fetched(&b, 0, 2, 2));
+        s.assignment.get_mut(&a).unwrap().paused = true;
+        assert_eq!(
+            s.fetch_offset(&a),
+            None,
+            "a paused partition is not fetched"
+        );
+        let (r, _) = s.drain(10);
+        assert!(r.iter().all(|r| r.partition == 1) && r.len() == 2);
+        assert_eq!(s.buffer.len(), 1, "a's records wait");
+        assert_eq!(s.assignment[&a].position, Some(0));
+        s.assignment.get_mut(&a).unwrap().paused = false;
+        let (r, _) = s.drain(10);
+        assert_eq!(
+            r.iter()
+                .map(|r| (r.partition, r.offset))
+                .collect::<Vec<_>>(),
+            [(0, 0), (0, 1)]
+        );
+    }
+
+    #[test]
+    fn an_assignment_step_says_what_is_revoked_and_added() {
+        let tp = |p| TopicPartition::new("t", p);
+        let mut s = State::new(None);
+        s.set_assignment([tp(0), tp(1)]);
+        let step = RebalanceStep::assign(&s.assignment, vec![tp(1), tp(2), tp(2)]);
+        assert_eq!(
+            step,
+            RebalanceStep::Assign {
+                revoked: vec![tp(0)],
+                assignment: vec![tp(1), tp(2), tp(2)],
+                added: vec![tp(2)],
+            }
+        );
     }
 
     #[test]

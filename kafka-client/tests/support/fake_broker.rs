@@ -14,8 +14,10 @@
 //! one, the id's producer id with the next epoch, which fences the older ones: every
 //! transactional request with an older epoch gets `PRODUCER_FENCED`, a transactional batch for
 //! a partition not added to the transaction `INVALID_TXN_STATE`, and offsets sent to a
-//! transaction are committed at its EndTxn(commit)), Fetch
-//! and ListOffsets over those logs, and a one-member consumer group on node 0. A test's script overrides any request: [`FakeCluster::on`] gets each
+//! transaction are committed at its EndTxn(commit)), Fetch and ListOffsets over those logs, a
+//! one-member consumer group on node 0 (classic), and a one-member group of the KIP-848
+//! protocol (ConsumerGroupHeartbeat: a member joining with epoch 0 gets every partition of its
+//! subscription and the next epoch). A test's script overrides any request: [`FakeCluster::on`] gets each
 //! matching request with the model's answer and returns what to do instead: reply with
 //! something else, delay, cut the response mid-frame, close the connection with the
 //! request in flight, or never answer. Every request is logged for assertions.
@@ -37,6 +39,9 @@ use kafka_client::protocol::messages::add_partitions_to_txn::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
 };
 use kafka_client::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
+use kafka_client::protocol::messages::consumer_group_heartbeat::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicIdPartitions,
+};
 use kafka_client::protocol::messages::fetch::{
     FetchPartitionData, FetchRequest, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch,
 };
@@ -108,6 +113,7 @@ pub enum Req {
     AddOffsetsToTxn(AddOffsetsToTxnRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
     EndTxn(EndTxnRequest),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
 }
 
 /// A Produce request, owned.
@@ -155,6 +161,7 @@ pub enum Resp {
     AddOffsetsToTxn(AddOffsetsToTxnResponse),
     TxnOffsetCommit(TxnOffsetCommitResponse),
     EndTxn(EndTxnResponse),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
 }
 
 /// One request as the cluster saw it.
@@ -193,6 +200,7 @@ fn api_of(req: &Req) -> ApiKey {
         Req::AddOffsetsToTxn(_) => ApiKey::AddOffsetsToTxn,
         Req::TxnOffsetCommit(_) => ApiKey::TxnOffsetCommit,
         Req::EndTxn(_) => ApiKey::EndTxn,
+        Req::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
     }
 }
 
@@ -279,6 +287,10 @@ pub struct Model {
     pub members: u64,
     /// The partitions the one member is given: every partition of the topics it subscribes.
     last_subscription: Vec<u8>,
+    /// The consumer group protocol's group epoch (the one member's epoch).
+    pub member_epoch: i32,
+    /// The heartbeat interval it asks for (ms; 100 by default).
+    pub heartbeat_interval_ms: i32,
 }
 
 struct Inner {
@@ -303,6 +315,7 @@ impl FakeCluster {
     pub fn start(nodes: usize) -> Self {
         let mut model = Model {
             next_producer_id: 1000,
+            heartbeat_interval_ms: 100,
             ..Model::default()
         };
         for (key, min, max) in [
@@ -324,6 +337,7 @@ impl FakeCluster {
             (ApiKey::AddOffsetsToTxn, 0, 4),
             (ApiKey::TxnOffsetCommit, 0, 4),
             (ApiKey::EndTxn, 0, 4),
+            (ApiKey::ConsumerGroupHeartbeat, 0, 1),
         ] {
             model.versions.insert(key.code(), (min, max));
         }
@@ -647,6 +661,9 @@ fn flexible(api: ApiKey, version: i16) -> bool {
         ApiKey::AddOffsetsToTxn => AddOffsetsToTxnRequest::FLEXIBLE_FROM,
         ApiKey::TxnOffsetCommit => TxnOffsetCommitRequest::FLEXIBLE_FROM,
         ApiKey::EndTxn => EndTxnRequest::FLEXIBLE_FROM,
+        ApiKey::ConsumerGroupHeartbeat => {
+            consumer_group_heartbeat::ConsumerGroupHeartbeatRequest::FLEXIBLE_FROM
+        }
         _ => i16::MAX,
     };
     version >= from
@@ -708,6 +725,9 @@ fn decode_request(body: &[u8], node: i32, conn: u64) -> Option<(Seen, bool, i32)
             Req::TxnOffsetCommit(TxnOffsetCommitRequest::decode(r, version).ok()?)
         }
         ApiKey::EndTxn => Req::EndTxn(EndTxnRequest::decode(r, version).ok()?),
+        ApiKey::ConsumerGroupHeartbeat => {
+            Req::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest::decode(r, version).ok()?)
+        }
         _ => return None,
     };
     let seen = Seen {
@@ -744,6 +764,7 @@ fn encode_response(resp: &Resp, version: i16, correlation_id: i32, flexible: boo
         Resp::AddOffsetsToTxn(r) => r.encode(version, &mut out),
         Resp::TxnOffsetCommit(r) => r.encode(version, &mut out),
         Resp::EndTxn(r) => r.encode(version, &mut out),
+        Resp::ConsumerGroupHeartbeat(r) => r.encode(version, &mut out),
     }
     let size = (out.len() - 4) as i32;
     out[..4].copy_from_slice(&size.to_be_bytes());
@@ -990,6 +1011,7 @@ fn answer(inner: &Inner, seen: &Seen) -> Resp {
             })
         }
         Req::Fetch(req) => Resp::Fetch(fetch(&m, node, req, seen.version)),
+        Req::ConsumerGroupHeartbeat(req) => group_heartbeat(&mut m, req),
         Req::OffsetForLeaderEpoch(req) => {
             Resp::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse {
                 throttle_time_ms: 0,
@@ -1224,6 +1246,49 @@ fn answer(inner: &Inner, seen: &Seen) -> Resp {
 }
 
 /// The broker's epoch checks on a request naming `current` as the leader epoch (KIP-320).
+/// The one-member group of the KIP-848 protocol: joining (epoch 0) gives the next epoch and
+/// every partition of the subscribed topics; a heartbeat of the current epoch is answered
+/// without an assignment; leaving (-1, -2) is acknowledged.
+fn group_heartbeat(m: &mut Model, req: &ConsumerGroupHeartbeatRequest) -> Resp {
+    let ok = |epoch: i32, assignment: Option<Vec<TopicIdPartitions>>| {
+        Resp::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse {
+            throttle_time_ms: 0,
+            error_code: ErrorCode::None,
+            error_message: None,
+            member_id: Some(req.member_id.clone()),
+            member_epoch: epoch,
+            heartbeat_interval_ms: m.heartbeat_interval_ms,
+            assignment,
+        })
+    };
+    match req.member_epoch {
+        e if e < 0 => ok(e, None),
+        0 => {
+            m.member_epoch += 1;
+            let mut assignment = Vec::new();
+            for t in req.subscribed_topic_names.iter().flatten() {
+                if let Some((id, parts)) = m.topics.get(t) {
+                    assignment.push(TopicIdPartitions {
+                        topic_id: *id,
+                        partitions: (0..parts.len() as i32).collect(),
+                    });
+                }
+            }
+            ok(m.member_epoch, Some(assignment))
+        }
+        e if e == m.member_epoch => ok(e, None),
+        _ => Resp::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse {
+            throttle_time_ms: 0,
+            error_code: ErrorCode::FencedMemberEpoch,
+            error_message: None,
+            member_id: None,
+            member_epoch: -1,
+            heartbeat_interval_ms: 0,
+            assignment: None,
+        }),
+    }
+}
+
 fn leader_epoch_error(p: &PartitionModel, node: i32, current: i32) -> Option<ErrorCode> {
     if p.leader != node {
         Some(ErrorCode::NotLeaderOrFollower)

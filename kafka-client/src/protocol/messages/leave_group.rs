@@ -125,6 +125,15 @@ impl Response for LeaveGroupResponse {
 }
 
 impl LeaveGroupResponse {
+    /// The first member's error, else the group-level one.
+    pub fn error(&self) -> ErrorCode {
+        self.members
+            .iter()
+            .map(|m| m.error_code)
+            .find(|c| !c.is_ok())
+            .unwrap_or(self.error_code)
+    }
+
     /// Appends the body (tests that play the broker).
     pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = LeaveGroupRequest::is_flexible(version);
