@@ -1,8 +1,10 @@
 //! End-to-end test support.
 
 pub mod criu_app;
+pub mod java_member;
 pub mod kafka;
 pub mod process;
+pub mod service;
 pub mod stream;
 pub mod warm;
 

@@ -23,8 +23,9 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crac_tests::kafka::{Cluster, ConsumedRecord};
-use crac_tests::process::{Proc, TempDir, alive, crac_checkpoint, crac_command, criu, field, must};
+use crac_tests::kafka::Cluster;
+use crac_tests::process::{Proc, TempDir, alive, crac_checkpoint, crac_command, criu, must};
+use crac_tests::service::{self, no_errors, processed, wait_until};
 use crac_tests::stream::check_stream;
 
 const CONSUMER: &str = env!("CARGO_BIN_EXE_kafka_consumer_service");
@@ -59,28 +60,12 @@ fn restore_with(img: &Path, extra: &[&str], name: &str) -> Proc {
     Proc::spawn(name, &mut crac(&args))
 }
 
-/// The input stream: `kafka_service` producing `<instance>:<seq>` at `rate` records/s until
-/// `count` were sent.
 fn producer(k: &Cluster, topic: &str, instance: &str, rate: u32, count: u64) -> Proc {
-    let mut c = Command::new(PRODUCER);
-    c.env_remove("CRAC_CHECKPOINT_TO")
-        .env("SVC_BOOTSTRAP", k.bootstrap())
-        .env("SVC_TOPIC", topic)
-        .env("SVC_INSTANCE", instance)
-        .env("SVC_STATE_MB", "1")
-        .env("SVC_RATE", rate.to_string())
-        .env("SVC_FINAL", count.to_string())
-        .env("SVC_REGISTER", "0")
-        .env("CRAC_CHECKPOINT_SIGNAL", "0");
-    Proc::spawn(&format!("producer {instance}"), &mut c)
+    service::producer(PRODUCER, k, topic, instance, rate, count)
 }
 
-/// Waits for a producer's `done` line: the last sequence number it sent (exclusive).
 fn produced(p: &mut Proc) -> u64 {
-    let done = p.expect("done ", T);
-    assert_eq!(must(&done, "errors"), "0", "{}", p.transcript());
-    assert!(p.wait(T).success(), "{}", p.transcript());
-    must(&done, "last_seq").parse().unwrap()
+    service::produced(p, T)
 }
 
 fn consumer(k: &Cluster, topic: &str, group: &str, name: &str, img: &Path, stop: &Path) -> Proc {
@@ -96,34 +81,18 @@ fn consumer_with(
     stop: &Path,
     props: &str,
 ) -> Proc {
-    let mut c = Command::new(CONSUMER);
-    c.env("CRAC_CRIU", criu())
-        .env("CRAC_CHECKPOINT_TO", img)
-        .env_remove("CRAC_CHECKPOINT_MODE")
-        .env_remove("CRAC_ENGINE")
-        .env("SVC_BOOTSTRAP", k.bootstrap())
-        .env("SVC_TOPIC", topic)
-        .env("SVC_GROUP", group)
-        .env("SVC_NAME", name)
-        .env("SVC_STOP_FILE", stop)
-        .env("SVC_PROPS", format!("heartbeat.interval.ms=1000{props}"));
-    Proc::spawn(&format!("consumer {name}"), &mut c)
-}
-
-/// The records a consumer service printed (`rec` lines), as the stream checker reads them.
-fn processed(transcript: &str) -> Vec<ConsumedRecord> {
-    transcript
-        .lines()
-        .filter(|l| l.starts_with("rec "))
-        .map(|l| ConsumedRecord {
-            partition: must(l, "p").parse().unwrap(),
-            offset: must(l, "o").parse().unwrap(),
-            timestamp: 0,
-            key: field(l, "k").map(str::to_owned),
-            value: field(l, "v").map(str::to_owned),
-            headers: Vec::new(),
-        })
-        .collect()
+    let g = service::ServiceGroup {
+        exe: CONSUMER,
+        cluster: k,
+        topic,
+        group,
+    };
+    g.member(
+        name,
+        img,
+        stop,
+        &format!("heartbeat.interval.ms=1000{props}"),
+    )
 }
 
 /// The last `assigned` line with partitions.
@@ -146,28 +115,6 @@ fn last_assignment(transcript: &str) -> Option<(BTreeSet<i32>, String)> {
         .filter_map(|p| p.parse().ok())
         .collect();
     Some((parts, must(l, "member_id").to_owned()))
-}
-
-fn no_errors(p: &Proc) {
-    let t = p.transcript();
-    for l in t.lines() {
-        assert!(
-            !l.starts_with("commit_error")
-                && !l.starts_with("poll_error")
-                && !l.starts_with("lost ")
-                && !l.starts_with("error ")
-                && !l.contains(" ERROR "),
-            "`{l}` in:\n{t}"
-        );
-    }
-}
-
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]

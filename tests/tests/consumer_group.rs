@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crac_tests::java_member::console_consumer;
 use crac_tests::kafka::{Cluster, JavaRecord, kafka_script};
 use kafka_client::OffsetAndMetadata;
 use kafka_client::consumer::AssignorKind;
@@ -372,17 +373,8 @@ fn java_and_our_consumers_share_one_group_either_leading() {
     // however long the JVM takes to start and join, most records are left for the Java member.
     let first = ours("ours-1", 1);
     read(&first, &mut values, &|c| c.assignment().len() == 4);
-    let java = Command::new(kafka_script())
+    let java = console_consumer(k, topic, group)
         .args([
-            "tool",
-            "console-consumer",
-            "--bootstrap-server",
-            k.bootstrap(),
-            "--topic",
-            topic,
-            "--group",
-            group,
-            "--from-beginning",
             // Idle time before it gives up: generous, because on a loaded 2-core machine the JVM
             // can take well over 15 s to start, join and get its first records.
             "--timeout-ms",

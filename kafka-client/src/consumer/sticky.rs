@@ -892,7 +892,11 @@ mod tests {
         ];
         let a = assign(&ms, &c);
         check_valid(&ms, &c, &a);
-        assert!(a.assignment["c3"].contains(&tp("t", 0)), "{:?}", a.assignment);
+        assert!(
+            a.assignment["c3"].contains(&tp("t", 0)),
+            "{:?}",
+            a.assignment
+        );
     }
 
     fn arbitrary_group() -> impl Strategy<Value = (Vec<StickyMember>, HashMap<String, i32>)> {
