@@ -38,10 +38,10 @@ use kafka_client::protocol::messages::add_offsets_to_txn::{
 use kafka_client::protocol::messages::add_partitions_to_txn::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
 };
-use kafka_client::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
 use kafka_client::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicIdPartitions,
 };
+use kafka_client::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
 use kafka_client::protocol::messages::fetch::{
     FetchPartitionData, FetchRequest, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch,
 };
