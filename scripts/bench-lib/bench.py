@@ -523,7 +523,8 @@ class Bench:
                                       base)
         load = loadavg()
         r = run_measured(argv, self.client_log, timeout=600)
-        parsed = peer.parse(r.out)
+        # A transactional run prints the `result` line of the benchmark binaries (Java: TxnPerf).
+        parsed = Peer.parse(peer, r.out) if per_txn else peer.parse(r.out)
         row = {
             "peer": peer.name, "brokers": cluster.brokers, "size": size, "acks": acks, "mode": mode,
             "round": rnd, "records": records, "rate": rate, "warmup": warmup, "tag": tag, "exit": r.code,
