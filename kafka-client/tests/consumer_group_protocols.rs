@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crac_api::Context;
 use kafka_client::protocol::messages::consumer_group_heartbeat::{
-    ConsumerGroupHeartbeatRequest, TopicIdPartitions,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicIdPartitions,
 };
 use kafka_client::protocol::messages::consumer_protocol::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, StickyUserData, TopicPartitions,
@@ -661,4 +661,41 @@ fn paused_partitions_are_not_fetched_until_resumed() {
     consumer.resume(&[t0]).unwrap();
     assert!(consumer.paused().is_empty());
     assert_eq!(poll_n(&consumer, 1).unwrap(), ["p0-1"]);
+}
+
+#[test]
+fn consumer_protocol_group_metadata_follows_an_epoch_bump_without_reassignment() {
+    let c = cluster(1);
+    let (consumer, _) = kip848_member(&c, &[]);
+    poll_n(&consumer, 1).unwrap();
+    assert_eq!(consumer.group_metadata().generation_id, 1);
+    // The broker bumps the member's epoch, its partitions unchanged (no assignment sent).
+    c.model(|m| m.member_epoch = 2);
+    c.on(ApiKey::ConsumerGroupHeartbeat, 1, |seen, _| {
+        let Req::ConsumerGroupHeartbeat(h) = &seen.req else {
+            unreachable!()
+        };
+        Action::Reply(Resp::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatResponse {
+                throttle_time_ms: 0,
+                error_code: ErrorCode::None,
+                error_message: None,
+                member_id: Some(h.member_id.clone()),
+                member_epoch: 2,
+                heartbeat_interval_ms: 100,
+                assignment: None,
+            },
+        ))
+    });
+    poll_while(&consumer, || {
+        heartbeats(&c).iter().all(|h| h.member_epoch != 2)
+    });
+    // What a transaction sends its offsets with carries the epoch the coordinator checks.
+    let m = consumer.group_metadata();
+    assert_eq!(m.generation_id, 2, "{m:?}");
+    consumer.commit_sync().unwrap();
+    let Req::OffsetCommit(oc) = c.seen(ApiKey::OffsetCommit).pop().unwrap().req else {
+        unreachable!()
+    };
+    assert_eq!(oc.generation_id_or_member_epoch, 2);
 }

@@ -339,8 +339,11 @@ impl Coordinator {
         } else {
             self.group.target = None;
         }
+        st.assigned_membership = self.membership();
         let current: BTreeSet<&TopicPartition> = st.assignment.keys().collect();
         if current == assignment.iter().collect::<BTreeSet<_>>() {
+            // The partitions installed, under this epoch (`st.rebalance` is None here).
+            st.polled_membership = st.assigned_membership.clone();
             return;
         }
         let step = RebalanceStep::assign(&st.assignment, assignment);
@@ -353,7 +356,6 @@ impl Coordinator {
         }
         st.rebalance = step;
         st.rebalances += 1;
-        st.assigned_membership = self.membership();
         drop(st);
         self.group.ack_pending = true;
         shared.notify();
@@ -446,7 +448,8 @@ impl Coordinator {
         if let Some(id) = resp.member_id.filter(|id| !id.is_empty()) {
             self.member_id = id;
         }
-        if resp.member_epoch != self.generation {
+        let new_epoch = resp.member_epoch != self.generation;
+        if new_epoch {
             tracing::info!(member_id = %self.member_id, from = self.generation, to = resp.member_epoch, "member epoch");
         }
         self.generation = resp.member_epoch;
@@ -465,6 +468,22 @@ impl Coordinator {
             self.group.target = Some(target);
         }
         self.publish_membership(shared);
+        if new_epoch && self.group.target.is_none() {
+            self.same_partitions_new_epoch(shared);
+        }
+    }
+
+    /// A new epoch for the partitions installed (the broker bumped it, nothing to reconcile):
+    /// `group_metadata()` follows it at once, as Java's new consumer's does, so that offsets
+    /// sent to a transaction carry the epoch the coordinator checks (else ILLEGAL_GENERATION
+    /// until the next reassignment). An assignment under way records its epoch when `poll()`
+    /// installs it.
+    fn same_partitions_new_epoch(&self, shared: &Shared) {
+        let mut st = shared.state.lock();
+        if st.rebalance == RebalanceStep::None {
+            st.assigned_membership = self.membership();
+            st.polled_membership = st.assigned_membership.clone();
+        }
     }
 
     /// A heartbeat will not be answered (its connection closed): sent again.
