@@ -192,8 +192,13 @@ fn report(outcome: &Result<Outcome, crac_api::CheckpointError>, table: &[u64], a
             format!("msg={}", e.to_string().replace('\n', " | ")),
         ),
     };
+    // The worker thread runs on if its tick count moves; wait for that event (a loaded
+    // machine may not schedule it within a fixed 50 ms), bounded so a dead worker still shows.
     let t0 = TICKS.load(Ordering::SeqCst);
-    std::thread::sleep(Duration::from_millis(50));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while TICKS.load(Ordering::SeqCst) == t0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let t1 = TICKS.load(Ordering::SeqCst);
     say(&format!(
         "outcome={kind} pid={} checksum={:016x} built={} before={} after={} worker_advancing={} {detail}",
