@@ -3,7 +3,8 @@
 //! this crate, and the copy the end-to-end tests build) runs the same code.
 //!
 //! ```text
-//! crac restore DIR [--pidns] [--env K=V]... [--detach] [--pid-wait SECS]
+//! crac restore DIR [--lazy | --eager] [--verify full|metadata] [--pidns] [--env K=V]...
+//!              [--detach] [--pid-wait SECS]
 //! crac checkpoint PID [--leave-running | --stop] [--dir DIR] [--timeout SECS]
 //! crac check
 //! ```
@@ -15,15 +16,21 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::restore::{self, RestoreOptions};
-use crate::{control, criu};
+use crate::restore::{self, Mode, RestoreOptions, Verify};
+use crate::{control, criu, kdat};
 
 /// The usage text.
 pub const USAGE: &str = "usage:
-  crac restore DIR [--pidns] [--env K=V]... [--detach] [--pid-wait SECS]
+  crac restore DIR [--lazy | --eager] [--verify full|metadata] [--pidns] [--env K=V]...
+               [--detach] [--pid-wait SECS]
       restore the image in DIR; waits for the restored process and exits with its status
-      (unless --detach). --pidns restores into a fresh PID namespace, so several copies of
-      one image can run at once; --env passes configuration to the restored process
+      (--detach: exits once the process runs and its memory is all in and checked).
+      --lazy (the default where `crac check` says it works): the process runs at once and
+      its memory is served on demand while the rest streams in; --eager: every page is read
+      first. --verify full: every file's digest before the process runs (default when
+      eager); metadata: the page files' digests while it runs, a mismatch ends it (default
+      when lazy). --pidns restores into a fresh PID namespace, so several copies of one image
+      can run at once; --env passes configuration to the restored process
       (Core::management().restore_env()).
   crac checkpoint PID [--leave-running | --stop] [--dir DIR] [--timeout SECS]
       ask a running crac-criu program to checkpoint itself (like jcmd PID JDK.checkpoint)
@@ -102,6 +109,22 @@ fn parse_restore(args: &[String]) -> Result<(RestoreOptions, bool), String> {
     while i < args.len() {
         match args[i].as_str() {
             "--pidns" => opts.pidns = true,
+            "--lazy" => opts.mode = Mode::Lazy,
+            "--eager" => opts.mode = Mode::Eager,
+            "--verify" => {
+                let v = value(args, &mut i, "--verify")?;
+                opts.verify = Some(
+                    Verify::parse(v)
+                        .ok_or_else(|| format!("--verify {v}: expected full or metadata"))?,
+                );
+            }
+            a if a.starts_with("--verify=") => {
+                let v = &a["--verify=".len()..];
+                opts.verify = Some(
+                    Verify::parse(v)
+                        .ok_or_else(|| format!("--verify {v}: expected full or metadata"))?,
+                );
+            }
             "--detach" | "-d" => detach = true,
             "--env" | "-e" => {
                 let kv = value(args, &mut i, "--env")?;
@@ -141,14 +164,38 @@ fn cmd_restore(args: &[String], term: &mut Term<'_>) -> Result<i32, String> {
         (None, None) => "?".to_owned(),
     };
     term.say(&format!(
-        "restored pid {pid} from {} in {:.1} ms",
+        "restored pid {pid} from {} in {:.1} ms ({})",
         opts.image_dir.display(),
-        r.took.as_secs_f64() * 1e3
+        r.took.as_secs_f64() * 1e3,
+        match &r.lazy {
+            Ok(()) => "lazy: memory served on demand, the rest streaming in".to_owned(),
+            Err(why) => format!("eager: {why}"),
+        }
     ));
+    let phases: Vec<String> = r
+        .phases
+        .iter()
+        .map(|(name, d)| format!("{name} {:.1}", d.as_secs_f64() * 1e3))
+        .collect();
+    term.say(&format!("restore phases (ms): {}", phases.join(", ")));
+    let mut note = |m: &str| term.say(m);
     if detach {
-        return Ok(0);
+        return match r.wait_loaded(&mut note) {
+            Ok(()) => Ok(0),
+            Err(e) => {
+                note(&format!("error: {e}"));
+                Ok(1)
+            }
+        };
     }
-    let code = r.wait().map_err(|e| e.to_string())?;
+    let code = match r.wait(&mut note) {
+        Ok(code) => code,
+        Err(e) => {
+            // The background (pages, digests) failed and ended the process: it is killed.
+            note(&format!("error: {e}"));
+            return Ok(128 + libc::SIGKILL);
+        }
+    };
     let pid = pid.split(' ').next().unwrap_or("?");
     term.say(&format!("restored pid {pid} exited with status {code}"));
     Ok(code)
@@ -260,16 +307,9 @@ fn cmd_check(term: &mut Term<'_>) -> i32 {
              install util-linux",
         ),
     }
-    match mount_fs_type("/run") {
-        Some(t) if t == "tmpfs" => {
-            term.print("ok      /run is tmpfs (criu keeps its kernel probe in /run/criu.kdat)")
-        }
-        t => term.print(&format!(
-            "note    /run is not tmpfs ({}): criu keeps no kernel probe cache (criu.kdat) \
-             and probes the kernel again at every dump and restore (tens of ms each); \
-             mount a tmpfs on /run to save that",
-            t.as_deref().unwrap_or("no mount of its own")
-        )),
+    if let Ok(c) = criu::find() {
+        let timeout = crate::helper::criu_timeout().unwrap_or(Duration::from_secs(60));
+        report_kdat(term, &kdat::facts(&c, timeout));
     }
     if problems == 0 {
         term.print("checkpoints can work here");
@@ -280,22 +320,35 @@ fn cmd_check(term: &mut Term<'_>) -> i32 {
     }
 }
 
-/// The filesystem type of the mount at exactly `mount_point` in this mount namespace (the last
-/// one, which hides those below it), from /proc/self/mountinfo.
-fn mount_fs_type(mount_point: &str) -> Option<String> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    fs_type_in_mountinfo(&text, mount_point)
-}
-
-fn fs_type_in_mountinfo(text: &str, mount_point: &str) -> Option<String> {
-    text.lines()
-        .filter_map(|line| {
-            // "id parent major:minor root mount-point options [optional…] - type source super"
-            let (fields, rest) = line.split_once(" - ")?;
-            let point = fields.split(' ').nth(4)?;
-            (point == mount_point).then(|| rest.split(' ').next().map(str::to_owned))?
-        })
-        .next_back()
+/// `crac check`'s lines on CRIU's probe cache and on lazy restores.
+fn report_kdat(term: &mut Term<'_>, f: &kdat::Facts) {
+    match &f.cache {
+        kdat::Cache::CriuOwn => {
+            term.print("ok      /run is a tmpfs: criu keeps its kernel probe in /run/criu.kdat")
+        }
+        kdat::Cache::Installed { made_now } => term.print(&format!(
+            "ok      /run is not a tmpfs: crac keeps criu's kernel probe in {} (made once per \
+             boot, kernel and criu{}), so dumps and restores do not probe the kernel",
+            kdat::KDAT_PATH,
+            match made_now {
+                Some(t) => format!("; made now in {:.0} ms", t.as_secs_f64() * 1e3),
+                None => String::new(),
+            }
+        )),
+        kdat::Cache::Absent(why) => term.print(&format!(
+            "note    criu probes the kernel at every dump and restore (tens of ms each): {why}"
+        )),
+    }
+    match &f.lazy_pages {
+        Ok(()) => term.print(
+            "ok      restores are lazy (memory served on demand while the rest streams in; \
+             `criu check --feature uffd-noncoop` passes); `crac restore --eager` reads it all \
+             first",
+        ),
+        Err(why) => term.print(&format!(
+            "note    restores are eager (every page read before the process runs): {why}"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -304,20 +357,6 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()
-    }
-
-    #[test]
-    fn mount_type_comes_from_the_last_mount_at_that_point() {
-        let info = "\
-22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
-25 22 0:23 / /run rw,nosuid shared:5 - ext4 /dev/sda2 rw
-26 25 0:24 / /run rw,nosuid shared:6 - tmpfs tmpfs rw,mode=755
-27 26 0:25 / /run/lock rw master:3 - tmpfs tmpfs rw
-";
-        assert_eq!(fs_type_in_mountinfo(info, "/run").as_deref(), Some("tmpfs"));
-        assert_eq!(fs_type_in_mountinfo(info, "/").as_deref(), Some("ext4"));
-        assert_eq!(fs_type_in_mountinfo(info, "/srv"), None);
-        assert_eq!(fs_type_in_mountinfo("garbage\n", "/run"), None);
     }
 
     #[test]
@@ -331,6 +370,16 @@ mod tests {
             vec![("A".into(), "1".into()), ("B".into(), "x=y".into())]
         );
         assert_eq!(o.pid_wait, Duration::from_millis(2500));
+        assert_eq!((o.mode, o.verify), (Mode::Auto, None));
+        let (o, _) = parse_restore(&args("/img --eager --verify metadata")).unwrap();
+        assert_eq!((o.mode, o.verify), (Mode::Eager, Some(Verify::Metadata)));
+        let (o, _) = parse_restore(&args("/img --lazy --verify=full")).unwrap();
+        assert_eq!((o.mode, o.verify), (Mode::Lazy, Some(Verify::Full)));
+        assert!(
+            parse_restore(&args("/img --verify some"))
+                .unwrap_err()
+                .contains("full or metadata")
+        );
         assert!(
             parse_restore(&args("--env A"))
                 .unwrap_err()

@@ -94,25 +94,14 @@ pub fn open_channel(uid: u32, xdg: Option<&std::ffi::OsStr>, create: bool) -> st
         check_private(&p, uid)?;
         p
     } else {
-        let run = Dir::open(Path::new("/run"))?;
-        let crac = if create && me == 0 {
-            let d = run.subdir_mode("crac", 0o755)?;
-            sys::fchmod(d.fd(), 0o755)?;
-            d
-        } else {
-            run.open_subdir("crac").map_err(|e| {
-                other(format!(
-                    "/run/crac: {e}; as root, create {} for the service's user (install -d -m \
-                     0700 -o USER {}), or give the service an XDG_RUNTIME_DIR",
-                    path.display(),
-                    path.display()
-                ))
-            })?
-        };
-        let m = crac.metadata()?;
-        dir::check_owner_mode(&m, 0, Access::Write)
-            .map_err(|why| other(format!("/run/crac is not root's alone ({why:?})")))?;
-        crac
+        run_crac(create && me == 0).map_err(|e| {
+            other(format!(
+                "{e}; as root, create {} for the service's user (install -d -m 0700 -o USER \
+                 {}), or give the service an XDG_RUNTIME_DIR",
+                path.display(),
+                path.display()
+            ))
+        })?
     };
     let d = if create {
         let d = parent.subdir(name).map_err(|e| {
@@ -133,6 +122,24 @@ pub fn open_channel(uid: u32, xdg: Option<&std::ffi::OsStr>, create: bool) -> st
     };
     check_private(&d, uid)?;
     Ok(d)
+}
+
+/// `/run/crac`, root's directory of crac's runtime state (per-user channels, the kdat stamp);
+/// with `create` (root only) made `0755` if missing. Refused unless root's alone.
+pub(crate) fn run_crac(create: bool) -> std::io::Result<Dir> {
+    let run = Dir::open(Path::new("/run"))?;
+    let crac = if create {
+        let d = run.subdir_mode("crac", 0o755)?;
+        sys::fchmod(d.fd(), 0o755)?;
+        d
+    } else {
+        run.open_subdir("crac")
+            .map_err(|e| other(format!("/run/crac: {e}")))?
+    };
+    let m = crac.metadata()?;
+    dir::check_owner_mode(&m, 0, Access::Write)
+        .map_err(|why| other(format!("/run/crac is not root's alone ({why:?})")))?;
+    Ok(crac)
 }
 
 /// Name of a control file of `pid` for request `token` with extension `ext`

@@ -148,8 +148,16 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
     let criu = {
         let _s = tracing::info_span!("find_criu").entered();
         criu::check_privileges()?;
-        criu::find()?
+        let criu = criu::find()?;
+        // So that CRIU loads its kernel probe instead of probing (see kdat.rs).
+        crate::kdat::facts(&criu, helper::criu_timeout()?);
+        criu
     };
+    {
+        // A copy restored lazily may still be receiving its pages: they must all be in first.
+        let _s = tracing::info_span!("lazy_pages_in").entered();
+        crate::lazy::wait_own_memory_in(helper::criu_timeout()?)?;
+    }
     let dir = {
         let _s = tracing::info_span!("prepare_image_dir").entered();
         image::prepare_dir(&cfg.image_dir)?

@@ -40,8 +40,18 @@ static HOOK_RAN: AtomicBool = AtomicBool::new(false);
 
 /// The CRIU timeout from [`TIMEOUT_ENV`].
 pub fn criu_timeout() -> Result<Duration, Error> {
-    match std::env::var(TIMEOUT_ENV) {
-        Err(_) => Ok(DEFAULT_TIMEOUT),
+    seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT, 300)
+}
+
+/// A duration in seconds from the environment variable `name` (`default` when unset); a value
+/// that is not a positive number of seconds is a configuration error naming it and `example`.
+pub(crate) fn seconds_from_env(
+    name: &str,
+    default: Duration,
+    example: u32,
+) -> Result<Duration, Error> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
         Ok(v) => v
             .trim()
             .parse::<f64>()
@@ -51,7 +61,7 @@ pub fn criu_timeout() -> Result<Duration, Error> {
             .ok_or_else(|| {
                 Error::new(
                     ErrorKind::Config,
-                    format!("{TIMEOUT_ENV}={v} is not a number of seconds (e.g. 300)"),
+                    format!("{name}={v} is not a number of seconds (e.g. {example})"),
                 )
             }),
     }

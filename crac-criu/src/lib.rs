@@ -42,11 +42,14 @@ pub mod error;
 pub mod fdcheck;
 pub mod helper;
 pub mod image;
+pub mod kdat;
+pub mod lazy;
 pub mod manifest;
 pub mod pidns;
 pub mod restore;
 pub mod rpc;
 mod sys;
+pub mod watch;
 
 pub use crate::engine::CriuEngine;
 

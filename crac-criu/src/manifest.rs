@@ -143,10 +143,72 @@ pub fn untrusted_message(what: &str, why: &Untrusted, uid: u32) -> String {
     }
 }
 
+/// What a restore digests before CRIU runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// Every image file.
+    #[default]
+    All,
+    /// Every file but the page files ([`is_page_file`]), whose sizes are checked now and whose
+    /// digests are left to [`Deferred::check`].
+    ExceptPages,
+}
+
+/// CRIU's page files: the process memory, nearly all of an image's bytes.
+pub fn is_page_file(name: &str) -> bool {
+    name.starts_with("pages-") && name.ends_with(".img")
+}
+
+/// A page file whose digest is still to be checked: opened (and its owner, mode and size
+/// checked) with the rest, so the digest reads that very file.
+#[derive(Debug)]
+pub struct Deferred {
+    name: String,
+    file: std::fs::File,
+    want: Digest,
+}
+
+impl Deferred {
+    /// The file's name in the image directory.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its size.
+    pub fn size(&self) -> u64 {
+        self.want.size
+    }
+
+    /// Digests the file and compares it with the manifest (what `verify` does for the others).
+    pub fn check(self, shown: &str) -> Result<u64, Error> {
+        let got = digest(&self.file)
+            .map_err(|e| refused(format!("cannot read {shown}/{}: {e}", self.name)))?;
+        if got != self.want {
+            return Err(mismatch(shown, &self.name, got, self.want));
+        }
+        Ok(got.size)
+    }
+}
+
+fn mismatch(shown: &str, name: &str, got: Digest, want: Digest) -> Error {
+    refused(format!(
+        "{shown}/{name} does not match the manifest written at dump time ({} bytes, digest \
+         {:032x}; recorded {} bytes, {:032x}): the image was damaged or changed after the \
+         checkpoint; take a new checkpoint",
+        got.size, got.hash, want.size, want.hash
+    ))
+}
+
 /// Checks, through the directory's descriptor, that `dir` and every file in it belong to `uid`
 /// and that nobody else can write them, and that the image files are exactly those of the
 /// manifest, each with its recorded size and digest. Nothing is restored when this fails.
 pub fn verify(dir: &Dir, uid: u32) -> Result<Covered, Error> {
+    verify_scoped(dir, uid, Scope::All).map(|(c, _)| c)
+}
+
+/// [`verify`], but with [`Scope::ExceptPages`] the page files' digests are returned for
+/// later (their presence, owner, mode and size are checked now).
+pub fn verify_scoped(dir: &Dir, uid: u32, scope: Scope) -> Result<(Covered, Vec<Deferred>), Error> {
     let t = Instant::now();
     let shown = dir.path().display().to_string();
     let io = |what: &str, e: io::Error| refused(format!("cannot read {what} in {shown}: {e}"));
@@ -201,6 +263,7 @@ pub fn verify(dir: &Dir, uid: u32) -> Result<Covered, Error> {
     let listed = parse(&text)
         .map_err(|e| refused(format!("{shown}/{MANIFEST_FILE} is not a manifest: {e}")))?;
     let mut covered = Covered::default();
+    let mut deferred = Vec::new();
     for name in &names {
         if is_outside_image(name) {
             // Not part of the image, but CRIU writes next to them: same ownership rule.
@@ -216,15 +279,26 @@ pub fn verify(dir: &Dir, uid: u32) -> Result<Covered, Error> {
             )));
         };
         let f = dir.open_file(name).map_err(|e| io(name, e))?;
-        file_rule(name, &f.metadata().map_err(|e| io(name, e))?)?;
+        let m = f.metadata().map_err(|e| io(name, e))?;
+        file_rule(name, &m)?;
+        if scope == Scope::ExceptPages && is_page_file(name) {
+            if m.len() != want.size {
+                let got = Digest {
+                    size: m.len(),
+                    hash: 0,
+                };
+                return Err(mismatch(&shown, name, got, *want));
+            }
+            deferred.push(Deferred {
+                name: name.clone(),
+                file: f,
+                want: *want,
+            });
+            continue;
+        }
         let got = digest(f).map_err(|e| io(name, e))?;
         if got != *want {
-            return Err(refused(format!(
-                "{shown}/{name} does not match the manifest written at dump time ({} bytes, \
-                 digest {:032x}; recorded {} bytes, {:032x}): the image was damaged or changed \
-                 after the checkpoint; take a new checkpoint",
-                got.size, got.hash, want.size, want.hash
-            )));
+            return Err(mismatch(&shown, name, got, *want));
         }
         covered.files += 1;
         covered.bytes += got.size;
@@ -236,7 +310,7 @@ pub fn verify(dir: &Dir, uid: u32) -> Result<Covered, Error> {
         )));
     }
     covered.took = t.elapsed();
-    Ok(covered)
+    Ok((covered, deferred))
 }
 
 /// Waits (up to `timeout`) until no dump helper holds the seal lock of `dir`: a dump whose
@@ -315,6 +389,35 @@ mod tests {
         std::fs::remove_file(p.join("inventory.img")).unwrap();
         let e = verify(&d, uid).unwrap_err().to_string();
         assert!(e.contains("inventory.img is missing"), "{e}");
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn page_digests_can_be_checked_later_but_sizes_are_checked_at_once() {
+        let (p, d) = image("scoped");
+        seal(&d).unwrap();
+        let uid = crate::sys::euid();
+        let mut pages = std::fs::read(p.join("pages-1.img")).unwrap();
+        pages[99] ^= 1;
+        std::fs::write(p.join("pages-1.img"), &pages).unwrap();
+        // Everything but the pages checks out now; the pages' digest fails later.
+        let (c, later) = verify_scoped(&d, uid, Scope::ExceptPages).unwrap();
+        assert_eq!((c.files, later.len()), (2, 1));
+        assert_eq!((later[0].name(), later[0].size()), ("pages-1.img", 300_000));
+        let shown = p.display().to_string();
+        let e = later.into_iter().next().unwrap().check(&shown).unwrap_err();
+        assert!(e.to_string().contains("pages-1.img does not match"), "{e}");
+        // A page file of the wrong size is refused before anything runs.
+        std::fs::write(p.join("pages-1.img"), &pages[..1000]).unwrap();
+        let e = verify_scoped(&d, uid, Scope::ExceptPages).unwrap_err();
+        assert!(e.to_string().contains("(1000 bytes"), "{e}");
+        pages[99] ^= 1;
+        std::fs::write(p.join("pages-1.img"), &pages).unwrap();
+        let (_, later) = verify_scoped(&d, uid, Scope::ExceptPages).unwrap();
+        assert_eq!(
+            later.into_iter().next().unwrap().check(&shown).unwrap(),
+            300_000
+        );
         std::fs::remove_dir_all(&p).unwrap();
     }
 

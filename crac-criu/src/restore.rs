@@ -1,7 +1,7 @@
 //! Restoring an image with `criu restore`: what `crac restore` does.
 
 use std::fs;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -9,8 +9,10 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::dir::Dir;
 use crate::error::{Error, ErrorKind};
 use crate::image::{self, Metadata};
+use crate::manifest::{Deferred, Scope};
 use crate::pidns::{self, InitReport};
-use crate::{criu, engine, manifest, sys};
+use crate::watch::Event;
+use crate::{criu, engine, kdat, lazy, manifest, sys, watch};
 
 /// How to restore.
 #[derive(Debug, Clone, Default)]
@@ -27,6 +29,47 @@ pub struct RestoreOptions {
     /// With `pidns`: the program that runs [`pidns::INIT_COMMAND`] (its `main` must hand
     /// its arguments to [`crate::cli::run`]); default: this executable.
     pub init_exe: Option<PathBuf>,
+    /// Lazy (memory served on demand) or eager.
+    pub mode: Mode,
+    /// What is checked before CRIU runs (default: [`Verify::Metadata`] for a lazy restore,
+    /// [`Verify::Full`] for an eager one).
+    pub verify: Option<Verify>,
+}
+
+/// How the memory of the restored process comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Lazy where this machine can (`crac check` says), else eager.
+    #[default]
+    Auto,
+    /// Lazy: the process runs at once, its pages are served on demand and streamed in the
+    /// background by `criu lazy-pages` ([`crate::lazy`]). Refused where the kernel cannot.
+    Lazy,
+    /// Eager: every page is read before the process runs.
+    Eager,
+}
+
+/// What a restore checks against the image's manifest before CRIU runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verify {
+    /// Every file's digest, page files included: nothing runs on a byte that was not checked
+    /// (costs reading the whole image first: about 0.5–1 s per GB here).
+    Full,
+    /// Every file's digest but the page files', whose sizes are checked before and whose
+    /// digests while the process already runs: a mismatch then ends the process, which may
+    /// have run on the damaged pages until that moment.
+    Metadata,
+}
+
+impl Verify {
+    /// Parses `full` or `metadata`.
+    pub fn parse(v: &str) -> Option<Verify> {
+        match v {
+            "full" => Some(Verify::Full),
+            "metadata" => Some(Verify::Metadata),
+            _ => None,
+        }
+    }
 }
 
 /// A restore in progress: the restored process runs.
@@ -42,6 +85,12 @@ pub struct Restore {
     child: Option<Child>,
     /// Restore duration: from start to the restored process running.
     pub took: Duration,
+    /// Whether the memory comes lazily (and why not, when eager).
+    pub lazy: Result<(), String>,
+    /// How long each phase took, in order.
+    pub phases: Vec<(&'static str, Duration)>,
+    /// What runs until the image is all in and checked.
+    background: watch::Background,
 }
 
 fn pid_state(pid: i32) -> Option<(char, String, i32)> {
@@ -120,6 +169,16 @@ fn wait_pids_free(
 /// complete, the directory and every file belong to this user and nobody else can write them,
 /// and every image file matches the manifest. Its descriptor is then what CRIU reads through.
 pub fn verified_image(path: &Path, note: &mut dyn FnMut(&str)) -> Result<Dir, Error> {
+    verified_image_scoped(path, Scope::All, note).map(|(d, _)| d)
+}
+
+/// [`verified_image`], with the page files' digests left for later under
+/// [`Scope::ExceptPages`].
+pub fn verified_image_scoped(
+    path: &Path,
+    scope: Scope,
+    note: &mut dyn FnMut(&str),
+) -> Result<(Dir, Vec<Deferred>), Error> {
     let dir = Dir::open(path).map_err(|e| {
         Error::new(
             ErrorKind::Config,
@@ -127,12 +186,22 @@ pub fn verified_image(path: &Path, note: &mut dyn FnMut(&str)) -> Result<Dir, Er
         )
     })?;
     manifest::wait_sealed(&dir, SEAL_WAIT)?;
-    let c = manifest::verify(&dir, sys::euid())?;
+    let (c, deferred) = manifest::verify_scoped(&dir, sys::euid(), scope)?;
+    let later: u64 = deferred.iter().map(Deferred::size).sum();
     note(&format!(
-        "image matches its manifest: {} files, {:.1} MB checked in {:.1} ms",
+        "image matches its manifest: {} files, {:.1} MB checked in {:.1} ms{}",
         c.files,
         c.bytes as f64 / 1e6,
-        c.took.as_secs_f64() * 1e3
+        c.took.as_secs_f64() * 1e3,
+        if deferred.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} page file(s), {:.1} MB, checked while the process runs)",
+                deferred.len(),
+                later as f64 / 1e6
+            )
+        }
     ));
     if dir.stat("inventory.img").ok().flatten().is_none() {
         return Err(Error::new(
@@ -147,7 +216,7 @@ pub fn verified_image(path: &Path, note: &mut dyn FnMut(&str)) -> Result<Dir, Er
     }
     // CRIU inherits it (`-D /proc/self/fd/N`).
     sys::set_cloexec(dir.fd(), false).map_err(|e| io_err("fcntl", e))?;
-    Ok(dir)
+    Ok((dir, deferred))
 }
 
 /// How long a restore waits for a dump helper still sealing the image.
@@ -217,21 +286,89 @@ fn fd_is_open(fd: i32) -> bool {
     Path::new(&format!("/proc/self/fd/{fd}")).exists()
 }
 
+/// Whether to restore lazily: `Ok` to do so, `Err(why not)` for eager. Also makes sure
+/// CRIU's kernel probe is cached ([`kdat`]), for every restore.
+fn choose_mode(
+    mode: Mode,
+    criu: &criu::Criu,
+    timeout: Duration,
+) -> Result<Result<(), String>, Error> {
+    let facts = kdat::facts(criu, timeout);
+    match (mode, facts.lazy_pages) {
+        (Mode::Eager, _) => Ok(Err("--eager".into())),
+        (_, Ok(())) => Ok(Ok(())),
+        (Mode::Lazy, Err(why)) => Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "--lazy: this machine cannot restore lazily ({why}); restore with --eager, or \
+                 leave both out (lazy where the machine can)"
+            ),
+        )),
+        (Mode::Auto, Err(why)) => Ok(Err(why)),
+    }
+}
+
+/// Times the phases of a restore.
+struct Phases {
+    last: Instant,
+    done: Vec<(&'static str, Duration)>,
+}
+
+impl Phases {
+    fn new(start: Instant) -> Phases {
+        Phases {
+            last: start,
+            done: Vec::new(),
+        }
+    }
+
+    /// The phase `name` ends now.
+    fn mark(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.done.push((name, now - self.last));
+        self.last = now;
+    }
+}
+
+/// Bytes of the image's page files.
+fn page_bytes(dir: &Dir) -> u64 {
+    dir.entries()
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| manifest::is_page_file(n))
+        .filter_map(|n| dir.stat(n).ok().flatten())
+        .map(|m| m.len())
+        .sum()
+}
+
 /// Restores the image. The caller should be a child subreaper (so the restored process
 /// becomes its child once criu exits) — `crac restore` is.
 pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Restore, Error> {
     let started = Instant::now();
     let started_wall = SystemTime::now();
-    let dir = verified_image(&opts.image_dir, note)?;
+    let mut phases = Phases::new(started);
+    let criu = kdat::find_criu()?;
+    criu::check_privileges()?;
+    let timeout = crate::helper::criu_timeout()?;
+    phases.mark("criu found");
+    let lazy = choose_mode(opts.mode, &criu, timeout)?;
+    phases.mark("kdat");
+    let scope = match opts.verify {
+        Some(Verify::Full) => Scope::All,
+        Some(Verify::Metadata) => Scope::ExceptPages,
+        None if lazy.is_ok() => Scope::ExceptPages,
+        None => Scope::All,
+    };
+    let (dir, deferred) = verified_image_scoped(&opts.image_dir, scope, note)?;
+    phases.mark("manifest");
     let meta = Metadata::read(&dir)?;
     check_build(&meta)?;
     check_cpu(&meta)?;
-    let criu = criu::find()?;
-    criu::check_privileges()?;
-    let timeout = crate::helper::criu_timeout()?;
+    let load_bound = lazy::load_timeout(page_bytes(&dir))?;
     if !opts.pidns {
         wait_pids_free(&meta, opts.pid_wait, note)?;
     }
+    phases.mark("checks");
 
     let token = format!(
         "{}-{}",
@@ -251,7 +388,8 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         "--shell-job".into(),
         "-v4".into(),
         "-o".into(),
-        log.clone(),
+        // Absolute: a lazy restore's work directory is elsewhere.
+        dir.proc_path().join(&log).display().to_string(),
         "--pidfile".into(),
         pidfile.display().to_string(),
         // criu's own exit status says whether the restore worked (with --pidns, our init
@@ -305,7 +443,106 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     } else {
         drop(env_w);
     }
+    // Dropped (stopped) on any failure from here on.
+    let daemon = match lazy {
+        Ok(()) => Some(lazy::Daemon::start(&criu.path, &dir, &token, timeout)?),
+        Err(_) => None,
+    };
+    if let Some(d) = &daemon {
+        args.extend(d.restore_args());
+        phases.mark("lazy-pages daemon");
+    }
 
+    let spawned = spawn_criu(opts, &criu.path, &args, &pidfile);
+    drop(env_r);
+    let (mut child, status) = spawned?;
+    let restore_log = dir.path().join(&log);
+    let fail = |what: String| {
+        Error::new(
+            ErrorKind::Snapshot,
+            format!(
+                "{what}; from {}:\n  {}",
+                restore_log.display(),
+                engine::log_errors(&restore_log)
+            ),
+        )
+    };
+    let overran = || {
+        fail(format!(
+            "criu restore did not finish within {:.0} s ({}) and was stopped",
+            timeout.as_secs_f64(),
+            crate::helper::TIMEOUT_ENV
+        ))
+    };
+    let (pid, ns_pid, child) = match status {
+        None => {
+            let st = wait_bounded(&mut child, timeout).map_err(|e| io_err("wait for criu", e))?;
+            let ns = fs::read_to_string(&pidfile).ok();
+            fs::remove_file(&pidfile).ok();
+            let st = st.ok_or_else(overran)?;
+            if !st.success() {
+                return Err(fail(format!("criu restore failed ({st})")));
+            }
+            let pid = ns
+                .and_then(|s| s.trim().parse().ok())
+                .ok_or_else(|| fail("criu restore wrote no pid".into()))?;
+            (Some(pid), None, None)
+        }
+        // --pidns: the init says when criu is done, and how it went.
+        Some(status) => match pidns::read_report(status, timeout) {
+            Some(InitReport::Restored(ns_pid)) => (
+                host_pid(child.id() as i32, ns_pid),
+                Some(ns_pid),
+                Some(child),
+            ),
+            Some(InitReport::Failed(why)) => {
+                let _ = child.wait();
+                return Err(fail(format!("restore in a new PID namespace: {why}")));
+            }
+            None => {
+                // Killing unshare kills the init (--kill-child), and with it the namespace.
+                let _ = child.kill();
+                let _ = child.wait();
+                fs::remove_file(&pidfile).ok();
+                return Err(overran());
+            }
+        },
+    };
+    let took = started.elapsed();
+    phases.mark("criu restore");
+
+    // What ends the copy if its memory fails to arrive or to match: the process itself, or
+    // (--pidns) the unshare whose end ends its namespace.
+    let victim = match (&child, pid) {
+        (Some(c), _) => sys::pidfd_open(c.id() as i32).ok(),
+        (None, Some(p)) => sys::pidfd_open(p).ok(),
+        (None, None) => None,
+    }
+    .map(std::sync::Arc::new);
+    let mut background = watch::Background::default();
+    if let Some(d) = daemon {
+        background.watch_lazy(d, victim.clone(), started, load_bound);
+    }
+    background.check_pages(deferred, dir.path().display().to_string(), victim, started);
+    Ok(Restore {
+        pid,
+        ns_pid,
+        child,
+        took,
+        lazy,
+        phases: phases.done,
+        background,
+    })
+}
+
+/// Starts `criu restore` with `args`: directly, or (`--pidns`) under our init in a fresh PID
+/// namespace, which reports on the returned pipe.
+fn spawn_criu(
+    opts: &RestoreOptions,
+    criu: &Path,
+    args: &[String],
+    pidfile: &Path,
+) -> Result<(Child, Option<OwnedFd>), Error> {
     let mut status = None;
     let mut cmd = if opts.pidns {
         let (r, w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
@@ -321,95 +558,31 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
             .arg("--status-fd")
             .arg(w.as_raw_fd().to_string())
             .arg("--pidfile")
-            .arg(&pidfile)
+            .arg(pidfile)
             .arg("--")
-            .arg(&criu.path);
+            .arg(criu);
         status = Some((r, w));
         c
     } else {
-        Command::new(&criu.path)
+        Command::new(criu)
     };
-    cmd.args(&args)
+    cmd.args(args)
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
     tracing::debug!(?cmd, "starting criu restore");
-    let spawned = cmd.spawn();
-    drop(env_r);
-    // Only the init holds the status pipe's write end now: its end is our EOF.
-    let status = status.map(|(r, _w)| r);
-    let mut child = spawned.map_err(|e| {
+    let child = cmd.spawn().map_err(|e| {
         Error::new(
             ErrorKind::Unavailable,
             if opts.pidns {
                 format!("cannot run unshare (util-linux) for --pidns: {e}")
             } else {
-                format!("cannot run {}: {e}", criu.path.display())
+                format!("cannot run {}: {e}", criu.display())
             },
         )
     })?;
-    let restore_log = dir.path().join(&log);
-    let fail = |what: String| {
-        Error::new(
-            ErrorKind::Snapshot,
-            format!(
-                "{what}; from {}:\n  {}",
-                restore_log.display(),
-                engine::log_errors(&restore_log)
-            ),
-        )
-    };
-
-    let Some(status) = status else {
-        let Some(st) = wait_bounded(&mut child, timeout).map_err(|e| io_err("wait for criu", e))?
-        else {
-            fs::remove_file(&pidfile).ok();
-            return Err(fail(format!(
-                "criu restore did not finish within {:.0} s ({}) and was stopped",
-                timeout.as_secs_f64(),
-                crate::helper::TIMEOUT_ENV
-            )));
-        };
-        let ns = fs::read_to_string(&pidfile).ok();
-        fs::remove_file(&pidfile).ok();
-        if !st.success() {
-            return Err(fail(format!("criu restore failed ({st})")));
-        }
-        let pid = ns
-            .and_then(|s| s.trim().parse().ok())
-            .ok_or_else(|| fail("criu restore wrote no pid".into()))?;
-        return Ok(Restore {
-            pid: Some(pid),
-            ns_pid: None,
-            child: None,
-            took: started.elapsed(),
-        });
-    };
-
-    // --pidns: the init says when criu is done, and how it went.
-    match pidns::read_report(status, timeout) {
-        Some(InitReport::Restored(ns_pid)) => Ok(Restore {
-            pid: host_pid(child.id() as i32, ns_pid),
-            ns_pid: Some(ns_pid),
-            child: Some(child),
-            took: started.elapsed(),
-        }),
-        Some(InitReport::Failed(why)) => {
-            let _ = child.wait();
-            Err(fail(format!("restore in a new PID namespace: {why}")))
-        }
-        None => {
-            // Killing unshare kills the init (--kill-child), and with it the namespace.
-            let _ = child.kill();
-            let _ = child.wait();
-            fs::remove_file(&pidfile).ok();
-            Err(fail(format!(
-                "criu restore did not finish within {:.0} s ({}) and was stopped",
-                timeout.as_secs_f64(),
-                crate::helper::TIMEOUT_ENV
-            )))
-        }
-    }
+    // Only the init holds the status pipe's write end now: its end is our EOF.
+    Ok((child, status.map(|(r, _w)| r)))
 }
 
 /// Waits for `child` at most `timeout`; kills it when it overruns (`None`).
@@ -458,27 +631,65 @@ fn ns_pids(pid: i32) -> Vec<i32> {
 
 impl Restore {
     /// Waits for the restored process to end and returns its exit code (128+signal when
-    /// killed). Without `--pidns` this needs the caller to be a subreaper.
-    pub fn wait(mut self) -> Result<i32, Error> {
-        if let Some(mut child) = self.child.take() {
-            let st = child.wait().map_err(|e| io_err("wait for unshare", e))?;
-            use std::os::unix::process::ExitStatusExt;
-            return Ok(st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)));
+    /// killed), reporting to `note` what completes in the background (every page in, the page
+    /// files checked). A background failure, which ended the process, is the error. Without
+    /// `--pidns` this needs the caller to be a subreaper.
+    pub fn wait(mut self, note: &mut dyn FnMut(&str)) -> Result<i32, Error> {
+        let tx = self.background.sender();
+        let child = self.child.take();
+        let me = self.pid;
+        let reaped = self.background.reaped.clone();
+        let daemon = self.background.daemon_pid;
+        std::thread::spawn(move || {
+            let _ = tx.send(Event::Exited(wait_process(child, me, daemon, &reaped)));
+        });
+        match self.background.run(true, note) {
+            (_, Some(e)) => Err(e),
+            (Some(code), None) => code,
+            (None, None) => Err(Error::new(
+                ErrorKind::Other,
+                "the restored process's waiter ended without its status".to_owned(),
+            )),
         }
-        let Some(me) = self.pid else { return Ok(0) };
-        loop {
-            match sys::wait_any().map_err(|e| io_err("waitpid", e))? {
-                Some((pid, status)) if pid == me => return Ok(sys::exit_code(status)),
-                Some(_) => continue,
-                None => {
-                    // Not our child (we are not a subreaper): poll until it is gone.
-                    while Path::new(&format!("/proc/{me}")).exists()
-                        && pid_state(me).is_some_and(|s| s.0 != 'Z')
-                    {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    return Ok(0);
+    }
+
+    /// Waits only until the image is all in memory and checked (for `--detach`): the
+    /// background's failure, which ended the process, is the error.
+    pub fn wait_loaded(self, note: &mut dyn FnMut(&str)) -> Result<(), Error> {
+        match self.background.run(false, note) {
+            (_, Some(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Waits for the restored process: through `unshare` (`--pidns`) or as its reaper, handing
+/// the lazy-pages daemon's status, should it be reaped here, to its watcher.
+fn wait_process(
+    child: Option<Child>,
+    me: Option<i32>,
+    daemon: Option<i32>,
+    reaped: &lazy::Reaped,
+) -> Result<i32, Error> {
+    if let Some(mut child) = child {
+        let st = child.wait().map_err(|e| io_err("wait for unshare", e))?;
+        use std::os::unix::process::ExitStatusExt;
+        return Ok(st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)));
+    }
+    let Some(me) = me else { return Ok(0) };
+    loop {
+        match sys::wait_any().map_err(|e| io_err("waitpid", e))? {
+            Some((pid, status)) if pid == me => return Ok(sys::exit_code(status)),
+            Some((pid, status)) if Some(pid) == daemon => reaped.put(pid, status),
+            Some(_) => continue,
+            None => {
+                // Not our child (we are not a subreaper): poll until it is gone.
+                while Path::new(&format!("/proc/{me}")).exists()
+                    && pid_state(me).is_some_and(|s| s.0 != 'Z')
+                {
+                    std::thread::sleep(Duration::from_millis(20));
                 }
+                return Ok(0);
             }
         }
     }

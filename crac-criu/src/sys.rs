@@ -506,6 +506,47 @@ pub fn pidfd_sigqueue(pidfd: &impl AsRawFd, sig: i32, value: i32) -> io::Result<
     Ok(())
 }
 
+/// `pidfd_send_signal(pidfd, sig, NULL, 0)`: a plain signal to exactly the process of `pidfd`
+/// (a pid reused since cannot be hit).
+pub fn pidfd_kill(pidfd: &impl AsRawFd, sig: i32) -> io::Result<()> {
+    // SAFETY: plain values; a null siginfo makes the kernel fill in a plain `kill`'s.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `pidfd_getfd(pidfd, fd, 0)`: a duplicate (close-on-exec) of descriptor `fd` of the process
+/// of `pidfd`; needs ptrace access to that process.
+pub fn pidfd_getfd(pidfd: &impl AsRawFd, fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: the syscall takes plain values.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+/// Sets the calling thread's nice value (Linux schedules threads one by one, so this changes
+/// only this thread).
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: plain values.
+    cvt(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) })?;
+    Ok(())
+}
+
 /// Whether the process of `pidfd` still runs: a pidfd turns readable when its process ends
 /// (a zombie not yet reaped has ended too, though it still takes signals).
 pub fn pidfd_alive(pidfd: &impl AsRawFd) -> bool {
@@ -542,6 +583,17 @@ pub fn wait_pid(pid: i32) -> io::Result<i32> {
             return Err(e);
         }
     }
+}
+
+/// Reaps child `pid` if it has ended: `Some(raw status)`, `None` while it runs.
+pub fn try_wait_pid(pid: i32) -> io::Result<Option<i32>> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid int to write the status to.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((r > 0).then_some(status))
 }
 
 /// Reaps any child without blocking: `Some((pid, status))` or `None` when none has ended.

@@ -36,6 +36,16 @@ pub fn assert_killed_by_dump(p: &mut Proc, timeout: Duration) {
     );
 }
 
+/// Waits until the dump helper sealed the image in `img` (wrote its manifest): the process is
+/// gone before that, and a test that changes the image must wait (a restore waits by itself).
+pub fn wait_sealed(img: &Path, timeout: Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !img.join("crac-manifest.txt").exists() {
+        assert!(std::time::Instant::now() < deadline, "image not sealed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Copies an executable with `cp`, so no write descriptor of the copy is ever open in this
 /// process: one open while another test thread forks would make exec'ing the copy fail with
 /// "Text file busy".

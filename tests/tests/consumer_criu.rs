@@ -55,7 +55,9 @@ fn restore(img: &Path, name: &str) -> Proc {
 }
 
 fn restore_with(img: &Path, extra: &[&str], name: &str) -> Proc {
-    let mut args = vec!["restore", img.to_str().unwrap()];
+    // Lazily (memory served on demand): the default here, asked for so that a machine where
+    // it silently fell back to eager would fail.
+    let mut args = vec!["restore", img.to_str().unwrap(), "--lazy"];
     args.extend_from_slice(extra);
     Proc::spawn(name, &mut crac(&args))
 }

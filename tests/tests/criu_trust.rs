@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crac_tests::criu_app::{app_command, assert_killed_by_dump, copy_executable};
+use crac_tests::criu_app::{app_command, assert_killed_by_dump, copy_executable, wait_sealed};
 use crac_tests::process::{Proc, TempDir, alive, crac_command, must};
 
 const APP: &str = env!("CARGO_BIN_EXE_criu_app");
@@ -30,20 +30,18 @@ fn image(exe: &str, img: &Path, env: &[(&str, &str)]) -> i32 {
     let mut p = Proc::spawn("criu_app", &mut app_command(exe, img, &env));
     let pid = must(&p.expect("ready ", T), "pid").parse().unwrap();
     assert_killed_by_dump(&mut p, T);
-    // The process is gone; its dump helper may still be sealing the image (a restore waits
-    // for that by itself; a test that changes the image must wait too).
-    let deadline = std::time::Instant::now() + T;
-    while !img.join("crac-manifest.txt").exists() {
-        assert!(std::time::Instant::now() < deadline, "image not sealed");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_sealed(img, T);
     pid
 }
 
-/// `crac restore img`: refused (exit 2) with every one of `expect` in its message, and
-/// nothing restored: no output of the program, its pid not running.
+/// `crac restore img --verify full`: refused (exit 2) with every one of `expect` in its
+/// message, and nothing restored: no output of the program, its pid not running. (A lazy
+/// restore's default, `--verify metadata`, checks the page files' digests while the process
+/// runs: tests/criu_lazy.rs.)
 fn refused(img: &Path, pid: i32, expect: &[&str]) -> String {
-    let o = crac(&["restore", img.to_str().unwrap()]).output().unwrap();
+    let o = crac(&["restore", img.to_str().unwrap(), "--verify", "full"])
+        .output()
+        .unwrap();
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr).into_owned(),

@@ -52,7 +52,9 @@ fn checkpoint(pid: i32) -> (i32, String) {
 }
 
 fn restore(img: &std::path::Path, extra: &[&str], name: &str) -> Proc {
-    let mut args = vec!["restore", img.to_str().unwrap()];
+    // Lazily (memory served on demand): the default here, asked for so that a machine where
+    // it silently fell back to eager would fail.
+    let mut args = vec!["restore", img.to_str().unwrap(), "--lazy"];
     args.extend_from_slice(extra);
     Proc::spawn(name, &mut crac(&args))
 }

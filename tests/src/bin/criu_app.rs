@@ -15,6 +15,11 @@
 //! - `APP_STAY_MS` (default 300): how long to keep running after the checkpoint returned; a
 //!   restorer may override it for a copy with `crac restore --env APP_STAY_MS=…`.
 //! - `APP_EXIT` (restorer only, default 0): the exit status of a restored copy.
+//! - `APP_WAIT_RESIDENT=1` (restorer only): before anything else after the restore, wait
+//!   without touching the table until every page of it is resident (a lazy restore streams
+//!   them in), print `resident ms=…`; the checksums printed next then read streamed pages.
+//! - `APP_SPARSE=1`: build the table fast, one nonzero word per page (for tests that need
+//!   many pages, not their content).
 //!
 //! After a restore the outcome line also shows what a clone must draw again: `nonce=` (the
 //! restore nonce), `reseeded=` (three draws of a generator re-seeded with `ReseedGuard`) and
@@ -64,6 +69,36 @@ fn build_table(mb: usize, cost: u32) -> Vec<u64> {
         v.push(x.wrapping_mul(0x2545_f491_4f6c_dd1d));
     }
     v
+}
+
+/// `mb` MiB with one nonzero word per 4 KiB page: every page present, built at once.
+fn sparse_table(mb: usize) -> Vec<u64> {
+    BUILT.fetch_add(1, Ordering::SeqCst);
+    let mut v = vec![0u64; mb * 1024 * 1024 / 8];
+    for (i, w) in v.iter_mut().enumerate().step_by(512) {
+        *w = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    // The table need not start on a page: its last page too.
+    if let Some(w) = v.last_mut() {
+        *w = 1;
+    }
+    v
+}
+
+/// With `APP_WAIT_RESIDENT=1` from the restorer: waits until the whole table is in.
+fn wait_resident(table: &[u64]) {
+    if Core::management().restore_var("APP_WAIT_RESIDENT") != Some("1") {
+        return;
+    }
+    let (addr, len) = crac_tests::resident::range_of(table);
+    match crac_tests::resident::wait_resident(addr, len, Duration::from_secs(120)) {
+        Ok(t) => say(&format!(
+            "resident ms={} pages={}",
+            t.as_millis(),
+            len.div_ceil(4096)
+        )),
+        Err(e) => say(&format!("resident error={}", e.replace(' ', "_"))),
+    }
 }
 
 fn checksum(v: &[u64]) -> u64 {
@@ -227,7 +262,11 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
-    let table = build_table(mb, cost);
+    let table = if env_flag("APP_SPARSE") {
+        sparse_table(mb)
+    } else {
+        build_table(mb, cost)
+    };
     // Both generators take their first state now, before any checkpoint.
     let _ = (RESEEDED.draws(), COPIED.draws());
     let build_ms = t.elapsed().as_millis();
@@ -334,6 +373,7 @@ fn main() {
         }
         say(&format!("checkpointing wall_ns={}", wall_ns()));
         let r = Core::checkpoint_restore();
+        wait_resident(&table);
         // First work after the checkpoint returns: read the whole table.
         say(&format!(
             "first_work checksum={:016x} wall_ns={}",
