@@ -28,8 +28,9 @@ Sections (`--sections`, default all of them, in this order):
               transactions by time, not by count), ours and librdkafka take
               --transaction-records
   checkpoint  the real service (tests/src/bin/kafka_service.rs) under CRIU: checkpoint time
-              split into hooks / drain / dump, restore, restore to first ack, against a cold
-              start that rebuilds the same state
+              split into hooks / drain / dump; restore, restore to first ack and all pages in,
+              eager and lazy (`crac restore --eager` / `--lazy`), against a cold start that
+              rebuilds the same state
 
 The consumer section (ours: bench_consumer, Java's ConsumerPerformance, librdkafka: `rdkafka-bench
 consume`) prefills a topic once per configuration with Java's producer (acks=1, the batch.size
@@ -505,7 +506,8 @@ class Bench:
                                  1000: args.consumer_records_1k or (50_000 if self.quick else 500_000)}
         self.codecs = args.codecs.split(",")
         peers = {"ours": Ours(args.ours, args.ours_consumer), "librdkafka": Rdkafka(args.rdkafka), "java": Java(args.java_txn_classpath)}
-        self.peers = [peers[p] for p in args.peers.split(",")]
+        # Without its executable (scripts/bench builds it only for the peer sections) librdkafka sits out.
+        self.peers = [peers[p] for p in args.peers.split(",") if p != "librdkafka" or args.rdkafka]
         self.runs = []
         self.checkpoints = []
         self.meta = {}
@@ -842,7 +844,7 @@ class Bench:
             for rnd in range(self.rounds):
                 log(f"checkpoint/restore: {mb} MB of state, round {rnd + 1}")
                 try:
-                    row = checkpoint_round(self, c, topic, mb)
+                    row = checkpoint_round(self, c, topic, mb, rnd)
                 except Exception as e:  # keep going: the report says what failed
                     row = {"error": str(e)}
                     log(f"  FAILED: {e}")
@@ -945,7 +947,7 @@ def dir_mb(d):
     return sum(f.stat().st_size for f in Path(d).iterdir() if f.is_file()) / 2**20
 
 
-def checkpoint_round(bench, cluster, topic, mb):
+def checkpoint_round(bench, cluster, topic, mb, rnd):
     a = bench.args
     img = bench.work / f"image-{mb}"
     shutil.rmtree(img, ignore_errors=True)
@@ -1014,38 +1016,18 @@ def checkpoint_round(bench, cluster, topic, mb):
         row["criu_dump_ms"] = criu_log_ms(img / "dump.log")
         row["image_mb"] = dir_mb(img)
 
-        # Restore; the restored copy sends 200 more records and exits.
-        with open(errlog, "ab") as err:
-            err.write(f"\n=== {mb} MB restore\n".encode())
-            err.flush()
-            start_size = errlog.stat().st_size
-            t0 = time.time_ns()
-            r = subprocess.Popen([a.crac, "restore", str(img), "--env", "SVC_FINAL=200"], stdout=subprocess.PIPE,
-                                 stderr=err, env=env)
-        procs.append(r)
-        rout = Lines(r.stdout)
-        coarse, _ = rout.expect("first_ack_after_restore ", 120)
-        precise = rout.find("first_ack_of_gen gen=1 ", 2)
-        rout.expect("done ", 120)
-        code = r.wait(120)
-        if code != 0:
-            raise RuntimeError(f"the restored service exited with {code}")
-        text = errlog.read_bytes()[start_size:].decode(errors="replace").splitlines()
-        for l in text:
-            if "crac_api::core: restored generation" in l and ts_ns(l) is not None:
-                row["restore_ms"] = (ts_ns(l) - t0) / 1e6
-            m = re.search(r"restored pid \d+ from \S+ in ([\d.]+) ms", l)
-            if m:
-                row["crac_restore_ms"] = float(m.group(1))
-        if precise:
-            row["restore_first_ack_ms"] = (int(field(precise, "unix_ns")) - t0) / 1e6
-        else:  # the service's own figure (a poll every 250 ms) after the restore
-            row["restore_first_ack_ms"] = row.get("restore_ms", 0) + float(field(coarse, "ms"))
-        row["cold_over_restore"] = row["cold_first_ack_ms"] / row["restore_first_ack_ms"]
+        # Restore the one image eagerly and lazily, in turns (who goes first rotates with the
+        # round); each restored copy sends 200 more records and exits.
+        modes = RESTORE_MODES if rnd % 2 == 0 else RESTORE_MODES[::-1]
+        for mode in modes:
+            for k, v in restore_run(a, img, env, errlog, mb, mode).items():
+                row[f"{k}_{mode}"] = v
+            row[f"cold_over_restore_{mode}"] = row["cold_first_ack_ms"] / row[f"restore_first_ack_ms_{mode}"]
         log(f"  cold first ack {row['cold_first_ack_ms']:.0f} ms; checkpoint {row['checkpoint_total_ms']:.0f} ms "
             f"(hooks {row['hooks_ms']:.1f}, drain {row['drain_ms'] or 0:.1f}, dump {row['dump_ms']:.0f}, "
-            f"criu {row['criu_dump_ms'] or 0:.0f}); image {row['image_mb']:.0f} MB; restore {row.get('restore_ms', 0):.0f} ms; "
-            f"first ack after restore {row['restore_first_ack_ms']:.0f} ms")
+            f"criu {row['criu_dump_ms'] or 0:.0f}); image {row['image_mb']:.0f} MB; "
+            + "; ".join(f"{m}: restore {row.get(f'restore_ms_{m}') or 0:.0f} ms, first ack {row[f'restore_first_ack_ms_{m}']:.0f} ms, "
+                        f"all pages in {row.get(f'resident_ms_{m}') or 0:.0f} ms" for m in RESTORE_MODES))
         return row
     finally:
         for p in procs:
@@ -1059,6 +1041,55 @@ def checkpoint_round(bench, cluster, topic, mb):
             except ProcessLookupError:
                 pass
         shutil.rmtree(img, ignore_errors=True)
+
+
+# `crac restore --eager` reads every page before the process runs; `--lazy` runs it at once and
+# streams its memory in (criu lazy-pages).
+RESTORE_MODES = ["eager", "lazy"]
+
+
+def restore_run(a, img, env, errlog, mb, mode):
+    """`crac restore --MODE` of `img` until the restored service is done: restore, first ack,
+    all pages in, each from `crac restore` started."""
+    row = {}
+    with open(errlog, "ab") as err:
+        err.write(f"\n=== {mb} MB restore --{mode}\n".encode())
+        err.flush()
+        start_size = errlog.stat().st_size
+        t0 = time.time_ns()
+        r = subprocess.Popen([a.crac, "restore", str(img), f"--{mode}", "--env", "SVC_FINAL=200"],
+                             stdout=subprocess.PIPE, stderr=err, env=env)
+    try:
+        rout = Lines(r.stdout)
+        coarse, _ = rout.expect("first_ack_after_restore ", 120)
+        precise = rout.find("first_ack_of_gen gen=1 ", 2)
+        rout.expect("done ", 120)
+        code = r.wait(300)
+    finally:
+        if r.poll() is None:
+            r.kill()
+            r.wait()
+    if code != 0:
+        raise RuntimeError(f"the service restored --{mode} exited with {code}")
+    text = errlog.read_bytes()[start_size:].decode(errors="replace").splitlines()
+    for l in text:
+        if "crac_api::core: restored generation" in l and ts_ns(l) is not None:
+            row["restore_ms"] = (ts_ns(l) - t0) / 1e6
+        m = re.search(r"restored pid \d+ from \S+ in ([\d.]+) ms", l)
+        if m:
+            row["crac_restore_ms"] = float(m.group(1))
+        m = re.search(r"all pages in memory ([\d.]+) ms after crac restore started", l)
+        if m:
+            row["resident_ms"] = float(m.group(1))
+    if mode == "eager":  # every page is in before the process runs
+        row["resident_ms"] = row.get("crac_restore_ms")
+    elif "resident_ms" not in row:
+        raise RuntimeError(f"restore --lazy: no `all pages in memory` line in {errlog}")
+    if precise:
+        row["restore_first_ack_ms"] = (int(field(precise, "unix_ns")) - t0) / 1e6
+    else:  # the service's own figure (a poll every 250 ms) after the restore
+        row["restore_first_ack_ms"] = row.get("restore_ms", 0) + float(field(coarse, "ms"))
+    return row
 
 
 SECTIONS = {
@@ -1276,17 +1307,34 @@ def report(bench):
                  "to the first hook (the control thread takes the request, the engine is selected), *hooks* = every `before_checkpoint` "
                  "(the loop parks, then the producer drains: every record acknowledged, connections closed), *dump* = "
                  "fd check, CRIU started and its dump until the process is killed (*CRIU* = CRIU's own log time). "
+                 "Each image is restored twice, in turns: `crac restore --eager` (every page read before the process runs) "
+                 "and `--lazy` (the process runs at once; `criu lazy-pages` serves the pages it touches and streams the rest). "
                  "Restore = `crac restore` started to the process running again; first ack = `crac restore` started (or, "
-                 "cold, the program started) to the first record acknowledged by the broker.\n")
-        L.append("| state | image MB | checkpoint ms | request → hooks | hooks ms | of which drain | dump ms | CRIU ms | restore ms | restore → first ack ms | cold start → first ack ms | cold / restore |")
-        L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                 "cold, the program started) to the first record acknowledged by the broker; all pages in = `crac restore` "
+                 "started to the last page resident (eager: the restore itself). Ratios are per round (one run each), then "
+                 "their median.\n")
+        L.append("| state | image MB | checkpoint ms | request → hooks | hooks ms | of which drain | dump ms | CRIU ms |")
+        L.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        groups = []
         for mb in sorted({r["state_mb"] for r in ck}):
             rs = [r for r in ck if r["state_mb"] == mb and "error" not in r]
             fails = len([r for r in ck if r["state_mb"] == mb and "error" in r])
+            groups.append((mb, rs, fails))
+        for mb, rs, fails in groups:
             col = lambda k, d=0: spread([r.get(k) for r in rs], d)  # noqa: E731
             L.append(f"| {mb} MB | {col('image_mb')} | {col('checkpoint_total_ms')} | {col('before_hooks_ms', 1)} | {col('hooks_ms', 1)} | {col('drain_ms', 1)} | "
-                     f"{col('dump_ms')} | {col('criu_dump_ms')} | {col('restore_ms')} | {col('restore_first_ack_ms')} | "
-                     f"{col('cold_first_ack_ms')} | {col('cold_over_restore', 1)}× |" + (f" ({fails} failed)" if fails else ""))
+                     f"{col('dump_ms')} | {col('criu_dump_ms')} |" + (f" ({fails} failed)" if fails else ""))
+        L.append("")
+        L.append("| state | restore ms eager / lazy | restore → first ack ms eager | lazy | cold start → first ack ms | "
+                 "all pages in ms eager / lazy | cold / eager | cold / lazy | eager / lazy |")
+        L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for mb, rs, fails in groups:
+            col = lambda k, d=0: spread([r.get(k) for r in rs], d)  # noqa: E731
+            eager_over_lazy = [ratio(r.get("restore_first_ack_ms_eager"), r.get("restore_first_ack_ms_lazy")) for r in rs]
+            L.append(f"| {mb} MB | {col('restore_ms_eager')} / {col('restore_ms_lazy')} | {col('restore_first_ack_ms_eager')} | "
+                     f"{col('restore_first_ack_ms_lazy')} | {col('cold_first_ack_ms')} | {col('resident_ms_eager')} / {col('resident_ms_lazy')} | "
+                     f"{col('cold_over_restore_eager', 1)}× | {col('cold_over_restore_lazy', 1)}× | {spread(eager_over_lazy, 1)}× |"
+                     + (f" ({fails} failed)" if fails else ""))
         L.append("")
     consumer_md = consumer_report(bench)
     if consumer_md:
@@ -1354,14 +1402,16 @@ def summary(bench):
         L.append("")
     ck = [r for r in bench.checkpoints if "error" not in r]
     if ck:
-        L.append("| state | image | checkpoint (hooks; of which drain; dump) | restore | restore → first ack | cold start → first ack | cold / restore |")
-        L.append("|---:|---:|---|---:|---:|---:|---:|")
+        L.append("| state | image | checkpoint (hooks; of which drain; dump) | restore eager / lazy | restore → first ack eager | "
+                 "restore → first ack lazy | all pages in (lazy) | cold start → first ack | cold / eager | cold / lazy |")
+        L.append("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
         for mb in sorted({r["state_mb"] for r in ck}):
             rs = [r for r in ck if r["state_mb"] == mb]
             g = lambda k: stats(r.get(k) for r in rs)[0]  # noqa: E731
             L.append(f"| {mb} MB | {fmt(g('image_mb'))} MB | {fmt(g('checkpoint_total_ms'))} ms ({fmt(g('hooks_ms'), 1)}; "
-                     f"{fmt(g('drain_ms'), 1)}; {fmt(g('dump_ms'))}) | {fmt(g('restore_ms'))} ms | {fmt(g('restore_first_ack_ms'))} ms | "
-                     f"{fmt(g('cold_first_ack_ms'))} ms | **{fmt(g('cold_over_restore'), 1)}×** |")
+                     f"{fmt(g('drain_ms'), 1)}; {fmt(g('dump_ms'))}) | {fmt(g('restore_ms_eager'))} / {fmt(g('restore_ms_lazy'))} ms | "
+                     f"{fmt(g('restore_first_ack_ms_eager'))} ms | {fmt(g('restore_first_ack_ms_lazy'))} ms | {fmt(g('resident_ms_lazy'))} ms | "
+                     f"{fmt(g('cold_first_ack_ms'))} ms | **{fmt(g('cold_over_restore_eager'), 1)}×** | **{fmt(g('cold_over_restore_lazy'), 1)}×** |")
         L.append("")
     reg = pick(runs, mode="overhead", tag="registered")
     unreg = pick(runs, mode="overhead", tag="unregistered")
@@ -1749,7 +1799,7 @@ def main():
     ap.add_argument("--max-load", type=float, default=0, help="before each configuration wait (up to 3 min) until the 1-min load is below this")
     ap.add_argument("--ours", required=True)
     ap.add_argument("--ours-consumer", default="", help="bench_consumer (default: beside --ours)")
-    ap.add_argument("--rdkafka", required=True)
+    ap.add_argument("--rdkafka", default="", help="rdkafka-bench (none: librdkafka sits out)")
     ap.add_argument("--service", required=True)
     ap.add_argument("--crac", required=True)
     ap.add_argument("--criu", default="")
