@@ -444,8 +444,11 @@ impl Service {
                 final_target = Some(n);
                 phase_start_sent = self.stats.sent.load(Ordering::SeqCst);
             }
+            // A restored copy finishes only once it reported its first acknowledged record:
+            // sends catching up on the frozen time can reach the target before any ack.
             if let Some(n) = final_target
                 && self.stats.sent.load(Ordering::SeqCst) >= phase_start_sent + n
+                && (restores_seen == 0 || first_ack_after_restore)
             {
                 return;
             }
