@@ -110,12 +110,28 @@ fn fill_prices(bootstrap: &str, n: u64) {
     let _ = producer.close(Duration::from_secs(10));
 }
 
+/// How a copy was restored, for the report.
+fn restore_mode(c: &Copy) -> String {
+    if c.mode == "lazy" {
+        format!(
+            "lazy (pages served on demand; every page in memory {:.0} ms after `crac restore` started)",
+            c.all_pages_ms
+        )
+    } else {
+        "eager (every page read before the process runs)".to_owned()
+    }
+}
+
 /// One restored copy, and what it reported.
 struct Copy {
     name: String,
     started: SystemTime,
     proc: Proc,
     restore_ms: f64,
+    /// "lazy" (pages served on demand) or "eager", as `crac restore` said.
+    mode: &'static str,
+    /// Lazy: `crac restore` started → every page in memory.
+    all_pages_ms: f64,
     first_ack_ms: f64,
     next_seq: u64,
     last_seq: u64,
@@ -140,6 +156,8 @@ fn restore(crac: &Path, criu: &str, img: &Path, name: &str, per_phase: u64) -> C
         started,
         proc: Proc::spawn(&format!("copy {name}"), &mut c),
         restore_ms: f64::NAN,
+        mode: "eager",
+        all_pages_ms: f64::NAN,
         first_ack_ms: f64::NAN,
         next_seq: 0,
         last_seq: 0,
@@ -154,11 +172,15 @@ impl Copy {
     /// come from different threads (crac, the monitor, the delivery callback) in any order.
     fn await_first_ack(&mut self) {
         let line = self.proc.expect("stderr: crac: restored pid", T);
+        // "restored pid P [(pid N in its own PID namespace)] from DIR in T ms (lazy: …|eager: …)"
         self.restore_ms = line
-            .rsplit(" in ")
-            .next()
-            .and_then(|s| s.trim_end_matches(" ms").parse().ok())
+            .split(" in ")
+            .filter_map(|s| s.split(" ms").next()?.trim().parse().ok())
+            .last()
             .unwrap_or(f64::NAN);
+        if line.contains(" ms (lazy") {
+            self.mode = "lazy";
+        }
         let r = self.proc.expect("restored ", T);
         self.next_seq = must(&r, "next_seq").parse().unwrap();
         self.state_sum = must(&r, "state_sum").to_owned();
@@ -166,6 +188,14 @@ impl Copy {
         self.first_ack_ms = ms_between(self.started, &f);
         let a = self.proc.expect("first_ack_after_restore", T);
         self.producer_id = must(&a, "producer_id").to_owned();
+        if self.mode == "lazy" {
+            let l = self.proc.expect("stderr: crac: all pages in memory ", T);
+            self.all_pages_ms = l
+                .split("all pages in memory ")
+                .nth(1)
+                .and_then(|t| t.split(" ms").next()?.parse().ok())
+                .unwrap_or(f64::NAN);
+        }
     }
 
     /// Waits for the copy to finish its records and end.
@@ -396,6 +426,7 @@ fn report(
         "| copy b, restored alone: CRIU restore (`crac restore` → process running) | {:.0} ms |",
         b.restore_ms
     );
+    println!("| restore mode | {} |", restore_mode(b));
     println!(
         "| copy b: `crac restore` started → first acknowledged record | {:.0} ms |",
         b.first_ack_ms
