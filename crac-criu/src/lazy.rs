@@ -18,6 +18,13 @@
 //!   registered, so a fault of the restored process waits (killably) instead of reading zeros.
 //! - Every wait has a bound: the daemon's start, and the whole load ([`LOAD_TIMEOUT_ENV`]).
 //!   A bound that fires stops the daemon and ends the process.
+//! - A fault the daemon dropped is retried ([`Kicker`]): CRIU 4.2 answers a page fault with
+//!   `UFFDIO_COPY`/`UFFDIO_ZEROPAGE`, and when that fails with `EAGAIN` (another thread of the
+//!   process is unmapping or `madvise`-freeing memory at that moment, e.g. a thread that ends)
+//!   it leaves the page to its background stream, or for a page that was never dumped to no
+//!   one: the faulting thread then waits until the whole image is in. Measured with the 1 GB
+//!   service: the producer's first ack after a restore came with the last page (420 ms)
+//!   instead of at 40 ms, in 3 of 4 restores.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -219,7 +226,8 @@ impl Daemon {
     ) -> Result<Loaded, Error> {
         // Kept until the daemon is gone: see the module's comment.
         let held = self.holder.take().map(Holder::finish).unwrap_or_default();
-        let result = self.wait_exit(deadline, reaped);
+        let mut kicker = Kicker::new(&held);
+        let result = self.wait_exit(deadline, reaped, &mut kicker);
         if matches!(result, Ok(Some(_))) {
             self.pid = 0; // reaped: nothing for Drop to wait for
         }
@@ -263,17 +271,24 @@ impl Daemon {
         r
     }
 
-    /// Waits for the daemon to exit: its raw status, or `None` at the deadline.
-    fn wait_exit(&self, deadline: Instant, reaped: &Reaped) -> std::io::Result<Option<i32>> {
+    /// Waits for the daemon to exit: its raw status, or `None` at the deadline. Meanwhile,
+    /// every [`KICK_EVERY`], wakes the faults the daemon may have dropped.
+    fn wait_exit(
+        &self,
+        deadline: Instant,
+        reaped: &Reaped,
+        kicker: &mut Kicker<'_>,
+    ) -> std::io::Result<Option<i32>> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let ms = left.as_millis().min(i32::MAX as u128) as i32;
+            let ms = left.min(KICK_EVERY).as_millis() as i32;
             if sys::poll_readable(&*self.pidfd, ms)? {
                 break;
             }
             if left.is_zero() {
                 return Ok(None);
             }
+            kicker.kick();
         }
         match sys::try_wait_pid(self.pid) {
             Ok(Some(st)) => Ok(Some(st)),
@@ -309,6 +324,51 @@ impl Drop for Daemon {
             let _ = sys::wait_pid(self.pid);
         }
         let _ = std::fs::remove_dir_all(&self.work);
+    }
+}
+
+/// How often the faults of a lazily restored process are woken to be retried: the longest a
+/// fault the daemon dropped waits.
+const KICK_EVERY: Duration = Duration::from_millis(5);
+
+/// Wakes every thread of the restored process that waits on a page fault (`UFFDIO_WAKE` over
+/// its whole address space, through the userfaultfds `crac restore` holds). A thread whose page
+/// is in by then goes on; one whose page is still missing faults again, and the daemon, which
+/// dropped the first request (see the module's comment), serves the new one. Waking a fault
+/// the daemon is serving anyway costs one more request of a page it then finds present.
+struct Kicker<'a> {
+    uffds: &'a [OwnedFd],
+    start: u64,
+    len: u64,
+}
+
+impl<'a> Kicker<'a> {
+    fn new(uffds: &'a [OwnedFd]) -> Kicker<'a> {
+        // Page-aligned, from the lowest address a mapping may have to the top of the 47-bit
+        // user address space (the kernel refuses a range outside [mmap_min_addr, TASK_SIZE)).
+        let min = std::fs::read_to_string("/proc/sys/vm/mmap_min_addr")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(65536);
+        let start = min.max(4096).next_multiple_of(4096);
+        const TOP: u64 = 0x7fff_ffff_f000;
+        Kicker {
+            uffds,
+            start,
+            len: TOP.saturating_sub(start),
+        }
+    }
+
+    fn kick(&mut self) {
+        for fd in self.uffds {
+            if let Err(e) = sys::uffd_wake(fd, self.start, self.len) {
+                // The process is gone (its faults with it), or the kernel refuses the range: a
+                // dropped fault then waits for the daemon's stream, as without this.
+                tracing::debug!("lazy restore: UFFDIO_WAKE: {e}; no more wakes");
+                self.uffds = &[];
+                return;
+            }
+        }
     }
 }
 

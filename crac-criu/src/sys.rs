@@ -356,6 +356,27 @@ pub fn poll_readable(fd: &impl AsRawFd, timeout_ms: i32) -> io::Result<bool> {
     }
 }
 
+/// `struct uffdio_range` of `<linux/userfaultfd.h>`.
+#[repr(C)]
+struct UffdioRange {
+    start: u64,
+    len: u64,
+}
+
+/// `UFFDIO_WAKE`: `_IOR(0xAA, 0x02, struct uffdio_range)` (not in the libc crate).
+const UFFDIO_WAKE: libc::c_ulong = 0x8010_AA02;
+const _: () = assert!(std::mem::size_of::<UffdioRange>() == 16);
+
+/// `ioctl(uffd, UFFDIO_WAKE, {start, len})`: wakes the threads waiting on a page fault in that
+/// range of the userfaultfd's process; each retries its fault, which the monitor sees again if
+/// the page is still missing.
+pub fn uffd_wake(uffd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
+    let range = UffdioRange { start, len };
+    // SAFETY: `range` is a valid uffdio_range the kernel only reads.
+    cvt(unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_WAKE, &range as *const UffdioRange) })?;
+    Ok(())
+}
+
 fn c_name(name: &str) -> io::Result<CString> {
     cstring(name.as_bytes())
 }

@@ -975,6 +975,7 @@ def checkpoint_round(bench, cluster, topic, mb, rnd):
         out = Lines(p.stdout)
         ready, _ = out.expect("ready ", 600)
         row["state_build_ms"] = float(field(ready, "state_ms"))
+        state_sum = field(ready, "state_sum")
         coarse, _ = out.expect("first_ack ", 120)
         precise = out.find("first_ack_of_gen gen=0 ", 2)
         if precise:
@@ -1020,7 +1021,7 @@ def checkpoint_round(bench, cluster, topic, mb, rnd):
         # round); each restored copy sends 200 more records and exits.
         modes = RESTORE_MODES if rnd % 2 == 0 else RESTORE_MODES[::-1]
         for mode in modes:
-            for k, v in restore_run(a, img, env, errlog, mb, mode).items():
+            for k, v in restore_run(a, img, env, errlog, mb, mode, state_sum).items():
                 row[f"{k}_{mode}"] = v
             row[f"cold_over_restore_{mode}"] = row["cold_first_ack_ms"] / row[f"restore_first_ack_ms_{mode}"]
         log(f"  cold first ack {row['cold_first_ack_ms']:.0f} ms; checkpoint {row['checkpoint_total_ms']:.0f} ms "
@@ -1048,9 +1049,10 @@ def checkpoint_round(bench, cluster, topic, mb, rnd):
 RESTORE_MODES = ["eager", "lazy"]
 
 
-def restore_run(a, img, env, errlog, mb, mode):
+def restore_run(a, img, env, errlog, mb, mode, state_sum):
     """`crac restore --MODE` of `img` until the restored service is done: restore, first ack,
-    all pages in, each from `crac restore` started."""
+    all pages in, each from `crac restore` started. Fails unless the restored state's digest
+    (the service takes it after its first ack, reading every page) is the original's."""
     row = {}
     with open(errlog, "ab") as err:
         err.write(f"\n=== {mb} MB restore --{mode}\n".encode())
@@ -1063,6 +1065,7 @@ def restore_run(a, img, env, errlog, mb, mode):
         rout = Lines(r.stdout)
         coarse, _ = rout.expect("first_ack_after_restore ", 120)
         precise = rout.find("first_ack_of_gen gen=1 ", 2)
+        checked, _ = rout.expect("state_checked gen=1 ", 300)
         rout.expect("done ", 120)
         code = r.wait(300)
     finally:
@@ -1071,6 +1074,9 @@ def restore_run(a, img, env, errlog, mb, mode):
             r.wait()
     if code != 0:
         raise RuntimeError(f"the service restored --{mode} exited with {code}")
+    if field(checked, "state_sum") != state_sum:
+        raise RuntimeError(f"restore --{mode}: state digest {field(checked, 'state_sum')}, the original's {state_sum}")
+    row["digest_ms"] = float(field(checked, "digest_ms"))
     text = errlog.read_bytes()[start_size:].decode(errors="replace").splitlines()
     for l in text:
         if "crac_api::core: restored generation" in l and ts_ns(l) is not None:

@@ -183,11 +183,12 @@ impl Copy {
         }
         let r = self.proc.expect("restored ", T);
         self.next_seq = must(&r, "next_seq").parse().unwrap();
-        self.state_sum = must(&r, "state_sum").to_owned();
         let f = self.proc.expect("first_ack_of_gen gen=1 ", T);
         self.first_ack_ms = ms_between(self.started, &f);
         let a = self.proc.expect("first_ack_after_restore", T);
         self.producer_id = must(&a, "producer_id").to_owned();
+        let c = self.proc.expect("state_checked gen=1 ", T);
+        self.state_sum = must(&c, "state_sum").to_owned();
         if self.mode == "lazy" {
             let l = self.proc.expect("stderr: crac: all pages in memory ", T);
             self.all_pages_ms = l

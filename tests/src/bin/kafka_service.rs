@@ -31,7 +31,9 @@
 //!
 //! Output, one `key=value` line each: `ready …` (with `state_ms`, the time the warm state
 //! took, `cache_ms` and `cache_records`, and `state_sum`, its digest), `progress …` every 250 ms, `restored …` after
-//! each restore (`next_seq`: with `SVC_QUIESCE=1`, the first number this copy sends), `blocked_send seq=… gen_before=… gen_after=…` when a `send()` waited across a
+//! each restore (`next_seq`: with `SVC_QUIESCE=1`, the first number this copy sends),
+//! `state_checked gen=G state_sum=…` once a restored copy's first record is acknowledged and
+//! a lazy restore's pages are all in (the digest of its state, which reads every page), `blocked_send seq=… gen_before=… gen_after=…` when a `send()` waited across a
 //! checkpoint (in the original), `restored_while_waiting seq=…` when, in a restored copy, a
 //! `send()` the image caught waiting failed as not sent (the copy sends that number again as
 //! its own instance's), `checkpoint_error …`, `delivery_error …`, and `done …` at the end. Logs of the
@@ -49,7 +51,6 @@ use std::time::{Duration, Instant};
 use std::collections::HashMap;
 
 use crac_api::{Context, Core, Priority, Resource, ResourceError};
-use crac_criu as _;
 use crac_tests::warm::WarmState;
 use kafka_client::{Consumer, Header, ProduceError, Producer, ProducerRecord, TopicPartition};
 use parking_lot::{Condvar, Mutex};
@@ -410,13 +411,12 @@ impl Service {
                     self.seq.load(Ordering::SeqCst)
                 };
                 say(&format!(
-                    "restored pid={} gen={} frozen_ms={} producer_id={} instance={} next_seq={next_seq} state_sum={:x} cache_records={}",
+                    "restored pid={} gen={} frozen_ms={} producer_id={} instance={} next_seq={next_seq} cache_records={}",
                     std::process::id(),
                     m.generation(),
                     m.frozen_duration().unwrap_or_default().as_millis(),
                     self.producer.metrics().producer_id,
                     setting("SVC_INSTANCE", "a"),
-                    self.warm.digest(),
                     self.cache.len()
                 ));
             }
@@ -426,6 +426,22 @@ impl Service {
                     "first_ack_after_restore ms={} producer_id={}",
                     restored_at.elapsed().as_millis(),
                     self.producer.metrics().producer_id
+                ));
+                // The digest reads every page of the state: taken once the first record is
+                // acknowledged and a lazy restore's background load is over (a sweep before
+                // would compete with the page daemon and the producer, and read its pages
+                // on demand instead of checking what the load brought in).
+                let t = Instant::now();
+                if let Err(e) = crac_criu::lazy::wait_own_memory_in(Duration::from_secs(300)) {
+                    fail(&format!("state check after the restore: {e}"));
+                }
+                let waited_ms = t.elapsed().as_millis();
+                let sum = self.warm.digest();
+                say(&format!(
+                    "state_checked gen={} state_sum={sum:x} load_wait_ms={waited_ms} digest_ms={} ms_after_restore={}",
+                    m.generation(),
+                    t.elapsed().as_millis() - waited_ms,
+                    restored_at.elapsed().as_millis()
                 ));
             }
             let pm = self.producer.metrics();
