@@ -39,6 +39,32 @@ fn the_fake_broker_serves_a_producer_and_logs_what_it_was_sent() {
     p.close(WAIT).unwrap();
 }
 
+#[test]
+fn the_bootstrap_connection_serves_the_broker_at_its_address() {
+    // The metadata names broker 0 at the bootstrap address: the producer keeps the connection
+    // it bootstrapped on (one TCP connect, one ApiVersions), as after every restore.
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    let p = producer(&c, &[]);
+    send(&p, 0, "a").wait().unwrap();
+    let all: Vec<_> = [
+        ApiKey::ApiVersions,
+        ApiKey::Metadata,
+        ApiKey::InitProducerId,
+        ApiKey::Produce,
+    ]
+    .iter()
+    .flat_map(|a| c.seen(*a))
+    .collect();
+    assert_eq!(c.seen(ApiKey::ApiVersions).len(), 1, "{all:?}");
+    assert!(all.iter().all(|s| s.conn == all[0].conn), "{all:?}");
+    // And it still serves after the broker drops it: a new connection, the same records path.
+    c.drop_connections();
+    send(&p, 0, "b").wait().unwrap();
+    assert_eq!(values(&c, 0), ["a", "b"]);
+    p.close(WAIT).unwrap();
+}
+
 // --- Sender / RecordAccumulator ----------------------------------------------------------------
 
 #[test]

@@ -155,6 +155,10 @@ pub struct NetworkClient<T> {
     reseed: crac_api::ReseedGuard,
     /// Attempts of nodes that went away meanwhile: closed when they finish.
     orphans: Vec<Attempt>,
+    /// Connections that now serve another node than the one they were opened for (a
+    /// bootstrap connection kept for the broker the metadata named at its address): conn_id →
+    /// node. Their reader threads still report the node they were opened for.
+    moved: HashMap<u64, i32>,
 }
 
 impl<T> NetworkClient<T> {
@@ -169,6 +173,7 @@ impl<T> NetworkClient<T> {
             seed: 1,
             reseed: crac_api::ReseedGuard::new(),
             orphans: Vec::new(),
+            moved: HashMap::new(),
         }
     }
 
@@ -178,13 +183,18 @@ impl<T> NetworkClient<T> {
     }
 
     /// Adds or updates a node's address. A changed address closes the old connection (its
-    /// in-flight contexts are returned).
+    /// in-flight contexts are returned). A broker new to the client whose address is, to the
+    /// letter, that of an idle bootstrap connection takes that connection over (as
+    /// librdkafka does): a client's start and a restore then cost one connection, one
+    /// ApiVersions and one TLS and SASL handshake less.
     pub fn set_node(&mut self, node_id: i32, host: &str, port: u16) -> Vec<T> {
         if let Some(n) = self.nodes.get(&node_id) {
             if n.host == host && n.port == port {
                 return Vec::new();
             }
             tracing::info!(node_id, old = %format!("{}:{}", n.host, n.port), new = %format!("{host}:{port}"), "broker address changed");
+        } else if node_id >= 0 && self.adopt_bootstrap(node_id, host, port) {
+            return Vec::new();
         }
         let lost = self.disconnect(node_id, "address changed");
         if let Some(a) = self
@@ -210,6 +220,39 @@ impl<T> NetworkClient<T> {
             },
         );
         lost
+    }
+
+    /// Moves an idle, connected bootstrap node (negative id) at `host:port` to `node_id`.
+    fn adopt_bootstrap(&mut self, node_id: i32, host: &str, port: u16) -> bool {
+        let Some(&from) = self.nodes.iter().find_map(|(id, n)| {
+            (*id < 0
+                && n.host == host
+                && n.port == port
+                && n.conn.is_some()
+                && n.connecting.is_none()
+                && n.in_flight.is_empty()
+                && n.reauth.is_none())
+            .then_some(id)
+        }) else {
+            return false;
+        };
+        let node = self.nodes.remove(&from).expect("found above");
+        let conn_id = node.conn.as_ref().expect("connected").conn_id;
+        self.moved.insert(conn_id, node_id);
+        tracing::debug!(
+            node_id,
+            from,
+            host,
+            port,
+            "bootstrap connection kept for the broker at its address"
+        );
+        self.nodes.insert(node_id, node);
+        true
+    }
+
+    /// The node a reader thread's event is for (see `moved`).
+    fn event_node(&self, node_id: i32, conn_id: u64) -> i32 {
+        self.moved.get(&conn_id).copied().unwrap_or(node_id)
     }
 
     /// Removes every node whose id is not in `keep` (and closes its connection). Returns the
@@ -676,6 +719,7 @@ impl<T> NetworkClient<T> {
                 body,
                 ..
             } => {
+                let node_id = self.event_node(node_id, conn_id);
                 let node = self.nodes.get_mut(&node_id)?;
                 if node.conn.as_ref().map(|c| c.conn_id) != Some(conn_id) {
                     return None; // a late frame from a connection already closed
@@ -712,6 +756,7 @@ impl<T> NetworkClient<T> {
                 conn_id,
                 reason,
             } => {
+                let node_id = self.event_node(node_id, conn_id);
                 let node = self.nodes.get(&node_id)?;
                 if node.conn.as_ref().map(|c| c.conn_id) != Some(conn_id) {
                     return None;
@@ -735,6 +780,7 @@ impl<T> NetworkClient<T> {
             return Vec::new();
         };
         if let Some(conn) = node.conn.take() {
+            self.moved.remove(&conn.conn_id);
             tracing::info!(node_id, addr = %conn.addr, in_flight = node.in_flight.len(), reason, "disconnected from broker");
             conn.close();
             node.reauth_at = None;
