@@ -280,6 +280,14 @@ fn cmd_check(term: &mut Term<'_>) -> i32 {
             term.print(&format!("PROBLEM {e}"));
         }
     }
+    if let Ok(path) = criu::locate() {
+        if let Some(p) = criu::exposure_problem(&path) {
+            problems += 1;
+            term.print(&format!("PROBLEM {p}"));
+        } else if let Some(n) = criu::exposure_note(&path) {
+            term.print(&format!("note    {n}"));
+        }
+    }
     match criu::check_privileges() {
         Ok(()) if criu::unprivileged() => term.print(
             "ok      privileges: not root; criu carries cap_checkpoint_restore and \

@@ -273,8 +273,10 @@ pub fn unprivileged_problems(path: &Path) -> Vec<String> {
     match std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)) {
         Err(e) => {
             out.push(format!(
-                "{} cannot be read by this user ({e}): install criu where it can run it \
-                 (as root: CRAC_CRIU_ROOT=/opt/crac-rs/criu scripts/install-criu --setcap)",
+                "{} cannot be read by this user ({e}): install criu where the users allowed \
+                 to checkpoint can run it (as root: CRAC_CRIU_ROOT=/opt/crac-rs/criu \
+                 scripts/install-criu --setcap --group GROUP, with this user in GROUP, which \
+                 is root-equivalent)",
                 path.display()
             ));
             return out;
@@ -290,8 +292,11 @@ pub fn unprivileged_problems(path: &Path) -> Vec<String> {
         }
         Ok(()) => {}
     }
+    // Never advise a bare setcap: a capability-bearing criu others can execute is root for all.
     let fix = format!(
-        "as root: scripts/install-criu --setcap, or setcap cap_checkpoint_restore,cap_sys_ptrace+eip {}",
+        "as root: CRAC_CRIU_ROOT=<its root> scripts/install-criu --setcap --group GROUP, which \
+         makes {} 0750 root:GROUP with the capabilities; put this user in GROUP (GROUP is \
+         root-equivalent: only users you would give root)",
         path.display()
     );
     match file_caps(path) {
@@ -329,6 +334,95 @@ pub fn unprivileged_problems(path: &Path) -> Vec<String> {
     out
 }
 
+/// What the ownership and mode of a capability-bearing criu hand to other users.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exposure {
+    /// No file capabilities, or only root can execute it.
+    None,
+    /// Only root and the members of one group can execute it: they are root-equivalent.
+    Group {
+        /// The group whose members may execute it.
+        gid: u32,
+    },
+    /// Every local user can execute it, or its owner is not root (who may then `chmod` it):
+    /// they all hold its capabilities, which is root (a CRIU plugin loaded with `-L`, or an
+    /// image whose recorded credentials were edited, runs with them). The text says why.
+    Everyone(String),
+}
+
+/// Classifies who may execute a file with `mode` and `owner` that carries the capabilities
+/// `caps` (permitted set; 0 or `None`: none).
+pub fn exposure_of(mode: u32, owner: u32, gid: u32, caps: Option<u64>) -> Exposure {
+    if caps.unwrap_or(0) == 0 {
+        return Exposure::None;
+    }
+    if owner != 0 {
+        return Exposure::Everyone(format!("its owner is uid {owner}, not root"));
+    }
+    if mode & 0o001 != 0 {
+        return Exposure::Everyone(format!(
+            "mode {:04o}: every local user can execute it",
+            mode & 0o7777
+        ));
+    }
+    if mode & 0o010 != 0 {
+        return Exposure::Group { gid };
+    }
+    Exposure::None
+}
+
+/// [`exposure_of`] for the file at `path`.
+pub fn exposure(path: &Path) -> std::io::Result<Exposure> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    let caps = file_caps(path)?.map(|(perm, _)| perm);
+    Ok(exposure_of(m.mode(), m.uid(), m.gid(), caps))
+}
+
+/// The name of group `gid` from `/etc/group` (the number when it has none there).
+pub fn group_name(gid: u32) -> String {
+    std::fs::read_to_string("/etc/group")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                let mut f = l.split(':');
+                let name = f.next()?;
+                let id: u32 = f.nth(1)?.parse().ok()?;
+                (id == gid).then(|| name.to_owned())
+            })
+        })
+        .unwrap_or_else(|| gid.to_string())
+}
+
+/// The critical problem a capability-bearing criu that others can execute is, with the fix;
+/// `None` when it is not one.
+pub fn exposure_problem(path: &Path) -> Option<String> {
+    match exposure(path).ok()? {
+        Exposure::Everyone(why) => Some(format!(
+            "CRITICAL: {} carries file capabilities and {why}: that makes every local user \
+             root (a CRIU plugin loaded with -L, or an image whose recorded credentials were \
+             edited, runs with its capabilities). fix at once, as root: chmod o-rwx {0}; then \
+             scripts/install-criu --setcap --group GROUP (CRAC_CRIU_ROOT set to its root) to \
+             make it 0750 root:GROUP, and put into GROUP only users you would give root",
+            path.display()
+        )),
+        _ => None,
+    }
+}
+
+/// `crac check`'s note on who holds a capability-bearing criu's capabilities, if a group does.
+pub fn exposure_note(path: &Path) -> Option<String> {
+    match exposure(path).ok()? {
+        Exposure::Group { gid } => Some(format!(
+            "{} carries file capabilities and members of group {} (gid {gid}) can execute it: \
+             they are root-equivalent (as Docker's group is)",
+            path.display(),
+            group_name(gid)
+        )),
+        _ => None,
+    }
+}
+
 /// Checks that this process may checkpoint: as root, or, as any other user, with a criu that
 /// carries `cap_checkpoint_restore` and `cap_sys_ptrace` itself (file capabilities), which the
 /// engine then runs in CRIU's unprivileged mode.
@@ -341,6 +435,9 @@ pub fn check_privileges() -> Result<(), Error> {
         Ok(path) => unprivileged_problems(&path),
         Err(e) => vec![e.to_string()],
     };
+    if let Some(p) = locate().ok().and_then(|p| exposure_problem(&p)) {
+        tracing::error!("{p}");
+    }
     if problems.is_empty() {
         return Ok(());
     }
@@ -363,6 +460,28 @@ pub fn unprivileged() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn who_may_execute_a_criu_with_capabilities() {
+        let caps = Some(1u64 << CAP_SYS_PTRACE);
+        assert_eq!(exposure_of(0o100755, 0, 0, None), Exposure::None);
+        assert_eq!(exposure_of(0o100755, 0, 0, Some(0)), Exposure::None);
+        assert_eq!(exposure_of(0o100700, 0, 0, caps), Exposure::None);
+        assert_eq!(
+            exposure_of(0o100750, 0, 997, caps),
+            Exposure::Group { gid: 997 }
+        );
+        assert!(
+            matches!(exposure_of(0o100755, 0, 0, caps), Exposure::Everyone(w) if w.contains("0755"))
+        );
+        assert!(matches!(
+            exposure_of(0o100701, 0, 0, caps),
+            Exposure::Everyone(_)
+        ));
+        assert!(
+            matches!(exposure_of(0o100700, 1000, 0, caps), Exposure::Everyone(w) if w.contains("uid 1000"))
+        );
+    }
 
     #[test]
     fn versions() {

@@ -1,8 +1,11 @@
 //! Checkpoints as a non-root user, as CRaC documents them: the service runs as an unprivileged
 //! user the test creates, criu carries `cap_checkpoint_restore` and `cap_sys_ptrace` as file
-//! capabilities (`scripts/install-criu --setcap`, `CRAC_CRIU_CAPS`) and runs in CRIU's
-//! unprivileged mode. The service checkpoints itself and is restored as that user; root
-//! checkpoints it from outside; `crac check` says, as that user, what is missing.
+//! capabilities (`scripts/install-criu --setcap --group G`, `CRAC_CRIU_CAPS`) and runs in
+//! CRIU's unprivileged mode. That criu is `0750 root:G`: the test's user is in G (which is
+//! root-equivalent), another user it creates is not and cannot execute it. The service
+//! checkpoints itself and is restored as that user; root checkpoints it from outside;
+//! `crac check` says, as that user, what is missing, and as root, that a capability-bearing
+//! criu others can execute is critical.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,6 +18,8 @@ const APP: &str = env!("CARGO_BIN_EXE_criu_app");
 const CRAC: &str = env!("CARGO_BIN_EXE_crac-under-test");
 const T: Duration = Duration::from_secs(120);
 const USER: &str = "crac-test";
+/// A user outside the group allowed to execute the capability-bearing criu.
+const OUTSIDER: &str = "crac-outsider";
 
 /// The criu with file capabilities, which the user can run.
 fn criu_caps() -> String {
@@ -27,10 +32,36 @@ fn criu_caps() -> String {
     })
 }
 
-/// The test user (created once, a system user without a home or a shell): (uid, gid).
+/// The group whose members may execute the capability-bearing criu (root-equivalent).
+fn caps_group() -> String {
+    std::env::var("CRAC_CRIU_CAPS_GROUP").unwrap_or_else(|_| {
+        panic!(
+            "CRAC_CRIU_CAPS_GROUP is not set: run the tests with scripts/test, which makes the \
+             group and the criu only its members can execute"
+        )
+    })
+}
+
+/// The test user (created once, a system user without a home or a shell, in the group that
+/// may execute the capability-bearing criu): (uid, gid).
 fn user() -> (u32, u32) {
+    let ids = system_user(USER);
+    let st = Command::new("usermod")
+        .args(["--append", "--groups", &caps_group(), USER])
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "usermod --append --groups {} {USER}",
+        caps_group()
+    );
+    ids
+}
+
+/// A system user without a home or a shell (created once): (uid, gid).
+fn system_user(name: &str) -> (u32, u32) {
     let id = |flag: &str| {
-        let o = Command::new("id").args([flag, USER]).output().unwrap();
+        let o = Command::new("id").args([flag, name]).output().unwrap();
         o.status
             .success()
             .then(|| String::from_utf8_lossy(&o.stdout).trim().parse().unwrap())
@@ -42,12 +73,12 @@ fn user() -> (u32, u32) {
                 "--no-create-home",
                 "--shell",
                 "/usr/sbin/nologin",
-                USER,
+                name,
             ])
             .status()
             .unwrap();
         // Another test may have created it meanwhile.
-        assert!(st.success() || id("-u").is_some(), "useradd {USER}");
+        assert!(st.success() || id("-u").is_some(), "useradd {name}");
     }
     (id("-u").unwrap(), id("-g").unwrap())
 }
@@ -101,14 +132,20 @@ impl Drop for UserDir {
     }
 }
 
-/// `cmd` as the user, through `setpriv` (no supplementary groups, no capabilities).
+/// `cmd` as the user, through `setpriv` (its supplementary groups from `/etc/group`, so the
+/// test user's include the criu group and the outsider's do not; no capabilities).
 fn as_user(uid: u32, gid: u32, cmd: &[&str]) -> Command {
     let mut c = Command::new("setpriv");
     c.args([
         &format!("--reuid={uid}"),
         &format!("--regid={gid}"),
-        "--clear-groups",
+        "--init-groups",
         "--inh-caps=-all",
+        // setpriv keeps root's capabilities until its own exec, so the kernel checks that
+        // exec's permissions as root's: a shell, already the user, makes the real one.
+        "/bin/sh",
+        "-c",
+        "exec \"$0\" \"$@\"",
     ])
     .args(cmd)
     .env("CRAC_CRIU", criu_caps())
@@ -202,6 +239,7 @@ fn root_checkpoints_a_service_of_an_unprivileged_user() {
 
 #[test]
 fn crac_check_says_what_an_unprivileged_user_lacks() {
+    use std::os::unix::fs::PermissionsExt;
     let (uid, gid) = user();
     let dir = UserDir::new("check", uid, gid);
     let check = |criu: &str| {
@@ -221,6 +259,7 @@ fn crac_check_says_what_an_unprivileged_user_lacks() {
     // A copy without them (copying drops file capabilities): named, with the fix.
     let plain = dir.0.join("criu-plain");
     copy_executable(criu_caps(), &plain);
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (code, text) = check(plain.to_str().unwrap());
     assert_eq!(code, Some(1), "{text}");
     assert!(
@@ -243,6 +282,82 @@ fn crac_check_says_what_an_unprivileged_user_lacks() {
     assert_eq!(code, Some(1), "{text}");
     assert!(
         text.contains("is a script: file capabilities belong to the program executed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_user_outside_the_group_cannot_execute_the_criu_with_capabilities() {
+    let (uid, gid) = system_user(OUTSIDER);
+    let dir = UserDir::new("outsider", uid, gid);
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let m = std::fs::metadata(criu_caps()).unwrap();
+    assert_eq!(m.uid(), 0, "root owns the criu with capabilities");
+    assert_eq!(
+        m.permissions().mode() & 0o7777,
+        0o750,
+        "nobody else may execute it"
+    );
+    let o = as_user(uid, gid, &[&criu_caps(), "--version"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "the outsider ran criu: {err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    // Its `crac check` says the criu is out of its reach and how a member gets it.
+    let o = as_user(uid, gid, &[&dir.exe(CRAC), "check"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("cannot be read by this user") && text.contains("--group GROUP"),
+        "{text}"
+    );
+}
+
+#[test]
+fn crac_check_says_a_criu_with_capabilities_others_can_execute_is_critical() {
+    // Root's own view of the installed criu: only the group may execute it, and it says so.
+    let o = crac_command(CRAC, &["check"])
+        .env("CRAC_CRIU", criu_caps())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(&format!("members of group {}", caps_group()))
+            && text.contains("root-equivalent")
+            && !text.contains("CRITICAL"),
+        "{text}"
+    );
+    // A program with a capability and mode 0755: made inside a directory only root can enter
+    // (so no other user can reach it even for the moment it exists), and a harmless program
+    // (`true`) with a harmless capability.
+    let base = PathBuf::from(format!("/tmp/crac-exposed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir(&base).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let exposed = base.join("criu");
+    std::fs::copy("/bin/true", &exposed).unwrap();
+    std::fs::set_permissions(&exposed, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let st = Command::new("setcap")
+        .args(["cap_wake_alarm+ep", exposed.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "setcap");
+    let o = crac_command(CRAC, &["check"])
+        .env("CRAC_CRIU", &exposed)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&base);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("PROBLEM CRITICAL")
+            && text.contains("every local user can execute it")
+            && text.contains("chmod o-rwx")
+            && text.contains("--group GROUP"),
         "{text}"
     );
 }
