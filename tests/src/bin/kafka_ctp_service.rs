@@ -5,7 +5,8 @@
 //! `src` header naming the input partition and offset), `flush()`, then `commit_sync()`. That
 //! is exactly-once without transactions as long as nothing crashes, and a checkpoint is not a
 //! crash: the producer's resource delivers what was sent before the image (a `send()` during
-//! the checkpoint waits and is delivered by the restored copy), the consumer's resource commits
+//! the checkpoint waits; in the restored copy it fails as not sent, `RestoredWhileWaiting`, and
+//! the copy sends the record again: `resent …`), the consumer's resource commits
 //! the positions of the batch in hand, and the restored copy finishes the batch it was working
 //! on and resumes from those positions.
 //!
@@ -180,18 +181,7 @@ fn main() {
             continue;
         }
         for r in &records {
-            let src = format!("{}:{}", r.partition, r.offset);
-            let headers = [Header::new("src", src.as_bytes())];
-            let rec = output_record(&output, r, &headers);
-            let errs = errors.clone();
-            let what = src.clone();
-            let sent = producer.send_with_callback(rec, move |res| {
-                if let Err(e) = res {
-                    errs.fetch_add(1, Ordering::SeqCst);
-                    say(&format!("error where=delivery src={what} error={e}"));
-                }
-            });
-            match sent {
+            match send_output(&producer, &output, r, &errors) {
                 Ok(()) => produced += 1,
                 Err(e) => {
                     errors.fetch_add(1, Ordering::SeqCst);
@@ -221,6 +211,38 @@ fn main() {
             "error"
         }
     ));
+}
+
+/// Sends the output record of `r`, reporting a failed delivery as an error. A `send()` that
+/// was waiting when the image was taken fails in the restored copy as not sent
+/// (`RestoredWhileWaiting`): this service is checkpointed in stop mode, so the copy is the
+/// only one to carry the batch on and sends the record again (an original left running would
+/// have sent it itself, and a copy then must not).
+fn send_output(
+    producer: &Producer,
+    output: &str,
+    r: &kafka_client::ConsumerRecord,
+    errors: &Arc<AtomicU64>,
+) -> Result<(), ProduceError> {
+    let src = format!("{}:{}", r.partition, r.offset);
+    let headers = [Header::new("src", src.as_bytes())];
+    loop {
+        let errs = errors.clone();
+        let what = src.clone();
+        let sent = producer.send_with_callback(output_record(output, r, &headers), move |res| {
+            if let Err(e) = res {
+                errs.fetch_add(1, Ordering::SeqCst);
+                say(&format!("error where=delivery src={what} error={e}"));
+            }
+        });
+        match sent {
+            Err(ProduceError::RestoredWhileWaiting { waited }) => say(&format!(
+                "resent src={src} (send() waited {} ms when the image was taken)",
+                waited.as_millis()
+            )),
+            other => return other,
+        }
+    }
 }
 
 /// The output record of an input record: same key and value, and a `src` header.
