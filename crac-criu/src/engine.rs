@@ -7,7 +7,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crac_api::{CheckpointMode, CheckpointOptions, Engine, EngineOutcome, RestoreData};
+use crac_api::spi::{Engine, EngineOutcome, RestoreData};
+use crac_api::{CheckpointMode, CheckpointOptions};
 
 use crate::error::{Error, ErrorKind};
 use crate::image::{self, Metadata, StdFd};

@@ -286,10 +286,10 @@ pub fn facts(criu: &Criu, timeout: Duration) -> Facts {
     let t = Instant::now();
     let stamp = make(criu, &run, id, own, timeout);
     // A probe that overran says nothing lasting: the next run tries again.
-    if !stamp.transient {
-        if let Err(e) = crac.write_atomic(STAMP, stamp.stamp.to_text().as_bytes(), 0o644) {
-            tracing::warn!("cannot write /run/crac/{STAMP}: {e}");
-        }
+    if !stamp.transient
+        && let Err(e) = crac.write_atomic(STAMP, stamp.stamp.to_text().as_bytes(), 0o644)
+    {
+        tracing::warn!("cannot write /run/crac/{STAMP}: {e}");
     }
     drop(lock);
     let took = t.elapsed();

@@ -607,10 +607,11 @@ impl Consumer {
         if partitions.is_empty() {
             return;
         }
-        if !lost && self.inner.config.enable_auto_commit {
-            if let Err(e) = self.commit_inner(None, timeout) {
-                tracing::warn!(error = %e, "auto-commit before giving up partitions failed");
-            }
+        if !lost
+            && self.inner.config.enable_auto_commit
+            && let Err(e) = self.commit_inner(None, timeout)
+        {
+            tracing::warn!(error = %e, "auto-commit before giving up partitions failed");
         }
         if lost {
             self.call_listener(|l, c| l.on_partitions_lost(c, partitions));

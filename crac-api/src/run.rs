@@ -1,14 +1,8 @@
-//! One checkpoint cycle's hooks, flattened in call order, and their execution with a time
-//! bound per hook.
-//!
-//! The cycle walks the contexts once and lists every live resource as a [`Step`], nested
-//! contexts inlined at their place (their resources named by path). `before_checkpoint` runs
-//! the steps in that order; `after_restore` runs the notified ones in the reverse order, which
-//! is registration order within every context and levels from file descriptors to application.
+//! A checkpoint cycle's hooks run with a time bound per hook.
 //!
 //! A hook that does not return within its timeout must not hold the checkpoint: the steps run
 //! on a worker thread (`crac-hooks`) while the calling thread watches the running step's
-//! deadline. When one overruns, it counts as failed ([`HookTimedOut`]), the worker is left to
+//! deadline. When one overruns, it counts as failed ([`HookTimedOut`](crate::HookTimedOut)), the worker is left to
 //! it, and a fresh worker goes on with the next step. Rust cannot stop a thread, so the hook
 //! keeps running: its resource does not get `after_restore` for this cycle (its
 //! `before_checkpoint` never returned), and the next checkpoint calls it again. Watching costs
@@ -19,102 +13,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::context::{Live, call};
-use crate::error::{HookTimedOut, Phase, ResourceFailure};
-use crate::{Context, ResourceError};
-
-/// The context a step's hook is given.
-#[derive(Clone)]
-pub(crate) enum Owner {
-    /// The context the plan was built for (only in plans run inline).
-    Root,
-    /// A context that lives for the whole program (the global levels).
-    Static(&'static Context),
-    /// A nested context, kept alive for as long as its hooks may run.
-    Shared(Arc<Context>),
-}
-
-/// One resource's hook call in a cycle.
-pub(crate) struct Step {
-    pub(crate) live: Live,
-    pub(crate) owner: Owner,
-    /// The registration's timeout; `None`: the global default.
-    pub(crate) timeout: Option<Duration>,
-    /// The names of the nested contexts it sits in, each followed by `/`.
-    pub(crate) prefix: String,
-}
-
-/// Every step of a cycle, in `before_checkpoint` order.
-#[derive(Default)]
-pub(crate) struct Plan {
-    pub(crate) steps: Vec<Step>,
-}
-
-/// What running some steps of a plan did.
-#[derive(Default)]
-pub(crate) struct Ran {
-    /// Indexes of the steps whose hook returned (with or without an error), in call order.
-    pub(crate) returned: Vec<usize>,
-    /// Failures, timeouts included, in call order.
-    pub(crate) failures: Vec<ResourceFailure>,
-}
-
-impl Ran {
-    fn record(&mut self, plan: &Plan, i: usize, phase: Phase, r: Result<(), ResourceError>) {
-        self.returned.push(i);
-        if let Err(e) = r {
-            crate::context::collect(&mut self.failures, &plan.steps[i], phase, e);
-        }
-    }
-
-    fn timed_out(&mut self, plan: &Plan, i: usize, phase: Phase, after: Duration) {
-        let step = &plan.steps[i];
-        let name = format!("{}{}", step.prefix, step.live.get().name());
-        tracing::error!(
-            resource = %name,
-            %phase,
-            timeout_s = after.as_secs_f64(),
-            "checkpoint hook did not return in time; it is left running and counts as failed"
-        );
-        self.failures.push(ResourceFailure {
-            resource: name,
-            phase,
-            error: Box::new(HookTimedOut { phase, after }),
-        });
-    }
-}
-
-fn call_step(
-    live: &Live,
-    owner: &Owner,
-    root: Option<&Context>,
-    phase: Phase,
-) -> Result<(), ResourceError> {
-    let ctx = match (owner, root) {
-        (Owner::Static(c), _) => *c,
-        (Owner::Shared(c), _) => c.as_ref(),
-        (Owner::Root, Some(r)) => r,
-        (Owner::Root, None) => return Err("internal: a plan step without its context".into()),
-    };
-    call(live.get(), ctx, phase)
-}
-
-/// Runs the steps `order` of `plan` on the calling thread, without time bounds (a context
-/// driven as a plain resource: its own caller bounds it).
-pub(crate) fn run_inline(
-    plan: &Plan,
-    order: &[usize],
-    root: Option<&Context>,
-    phase: Phase,
-) -> Ran {
-    let mut ran = Ran::default();
-    for &i in order {
-        let step = &plan.steps[i];
-        let r = call_step(&step.live, &step.owner, root, phase);
-        ran.record(plan, i, phase, r);
-    }
-    ran
-}
+use crate::ResourceError;
+use crate::context::Plan;
+use crate::error::Phase;
+use crate::hook::{Ran, call_step, run_inline};
+use crate::hook_thread::mark_hook_thread;
 
 /// How often the watcher looks at the running step.
 const WATCH: Duration = Duration::from_millis(50);
@@ -211,7 +114,7 @@ fn start_worker(shared: &Arc<Shared>, id: u64, span: &tracing::Span) -> bool {
         .name("crac-hooks".into())
         .spawn(move || {
             let _e = span.enter();
-            crate::core::mark_hook_thread();
+            mark_hook_thread();
             work(&shared, id);
         })
         .is_ok()

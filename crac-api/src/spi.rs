@@ -1,51 +1,44 @@
-//! The engine interface: what takes (or does not take) the image.
+//! The engine SPI: what an engine crate implements. Applications and libraries do not need it.
 //!
-//! Engines live in their own crates (`crac-noop`, `crac-criu`) and announce themselves with
-//! [`register_engine!`](crate::register_engine). The application links the one it wants; libraries
-//! never depend on an engine, the same split as the `log` facade and its loggers.
+//! An engine takes (or does not take) the image once every resource is quiesced. Engines live
+//! in their own crates (`crac-noop`, `crac-criu`) and announce themselves at link time with
+//! [`register_engine!`](crate::register_engine); the application links the one it wants, and
+//! libraries never depend on an engine (the split of the `log` facade and its loggers).
+//! [`Core`](crate::Core) picks the engine `CRAC_ENGINE` names, else the best-ranked one whose
+//! [`probe`](Engine::probe) passes.
+//!
+//! ```
+//! use crac_api::CheckpointOptions;
+//! use crac_api::spi::{Engine, EngineError, EngineOutcome};
+//!
+//! struct DryRun;
+//! impl Engine for DryRun {
+//!     fn name(&self) -> &'static str {
+//!         "dry-run"
+//!     }
+//!     fn probe(&self) -> Result<(), EngineError> {
+//!         Ok(())
+//!     }
+//!     fn checkpoint(&self, _: &CheckpointOptions) -> Result<EngineOutcome, EngineError> {
+//!         Ok(EngineOutcome::NoImage) // a real engine writes the image here
+//!     }
+//! }
+//!
+//! static ENGINE: DryRun = DryRun;
+//! crac_api::register_engine!(&ENGINE, 10);
+//!
+//! # fn main() {
+//! // Every linked engine, best rank first (here also the noop engine, a dev-dependency).
+//! let linked = crac_api::spi::linked_engines();
+//! assert!(linked.iter().any(|r| r.engine.name() == "dry-run" && r.rank == 10));
+//! # }
+//! ```
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-/// How the engine treats the process after the image is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CheckpointMode {
-    /// The process ends once the image is written; it lives on only in restored copies.
-    #[default]
-    StopAfterDump,
-    /// The process is snapshotted and goes on running (CRIU `--leave-running`).
-    LeaveRunning,
-}
-
-/// What the application asks of a checkpoint. Engines fill unset fields from their own
-/// configuration (for CRIU: `CRAC_CHECKPOINT_TO`, `CRAC_CHECKPOINT_MODE`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CheckpointOptions {
-    /// Where the image goes. `None`: the engine's configured default.
-    pub image_dir: Option<PathBuf>,
-    /// Stop after dump or leave running. `None`: the engine's configured default.
-    pub mode: Option<CheckpointMode>,
-}
-
-impl CheckpointOptions {
-    /// Options with every field left to the engine's configuration.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Sets the image directory.
-    pub fn image_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.image_dir = Some(dir.into());
-        self
-    }
-
-    /// Sets the mode.
-    pub fn mode(mut self, mode: CheckpointMode) -> Self {
-        self.mode = Some(mode);
-        self
-    }
-}
+use crate::CheckpointOptions;
 
 /// What an engine reports back to the core after the snapshot step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +136,7 @@ impl std::error::Error for EngineError {
 }
 
 /// A checkpoint engine. Called by [`Core`](crate::Core) with every resource already quiesced.
+/// Register it with [`register_engine!`](crate::register_engine).
 pub trait Engine: Send + Sync + 'static {
     /// Short name, as used in `CRAC_ENGINE` (`"noop"`, `"criu"`).
     fn name(&self) -> &'static str;
@@ -152,7 +146,7 @@ pub trait Engine: Send + Sync + 'static {
     fn probe(&self) -> Result<(), EngineError>;
 
     /// Takes the image. Returns in the original (leave-running or no image) and, for engines that
-    /// restore, in every restored copy. With [`CheckpointMode::StopAfterDump`] a successful dump
+    /// restore, in every restored copy. With [`CheckpointMode::StopAfterDump`](crate::CheckpointMode::StopAfterDump) a successful dump
     /// does not return in the original.
     fn checkpoint(&self, options: &CheckpointOptions) -> Result<EngineOutcome, EngineError>;
 }
@@ -168,22 +162,37 @@ pub struct EngineRegistration {
 
 inventory::collect!(EngineRegistration);
 
-/// Registers an engine at link time.
+/// Registers an engine at link time, with its rank (higher wins when several are linked and
+/// usable; noop has 0, CRIU 100). The engine is a `&'static` [`Engine`].
 ///
-/// ```ignore
+/// Write it in the engine crate, at module level. An application must name the engine crate
+/// (`use crac_noop as _;`) or the linker drops the registration. See [`spi`](crate::spi) for a
+/// whole engine.
+///
+/// ```
+/// # use crac_api::{CheckpointOptions, spi::{Engine, EngineError, EngineOutcome}};
+/// # struct MyEngine;
+/// # impl Engine for MyEngine {
+/// #     fn name(&self) -> &'static str { "mine" }
+/// #     fn probe(&self) -> Result<(), EngineError> { Ok(()) }
+/// #     fn checkpoint(&self, _: &CheckpointOptions) -> Result<EngineOutcome, EngineError> {
+/// #         Ok(EngineOutcome::NoImage)
+/// #     }
+/// # }
 /// static ENGINE: MyEngine = MyEngine;
 /// crac_api::register_engine!(&ENGINE, 100);
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! register_engine {
     ($engine:expr, $rank:expr) => {
-        $crate::inventory::submit! {
-            $crate::EngineRegistration { engine: $engine, rank: $rank }
+        $crate::__private::inventory::submit! {
+            $crate::spi::EngineRegistration { engine: $engine, rank: $rank }
         }
     };
 }
 
-/// Every engine linked into this program, best rank first.
+/// Every engine linked into this program, best rank first (equal ranks by name).
 pub fn linked_engines() -> Vec<&'static EngineRegistration> {
     let mut v: Vec<_> = inventory::iter::<EngineRegistration>.into_iter().collect();
     v.sort_by(|a, b| {
@@ -192,73 +201,4 @@ pub fn linked_engines() -> Vec<&'static EngineRegistration> {
             .then(a.engine.name().cmp(b.engine.name()))
     });
     v
-}
-
-/// The environment variable that names the engine to use.
-pub const ENGINE_ENV: &str = "CRAC_ENGINE";
-
-/// Why no engine could be chosen.
-#[derive(Debug)]
-pub enum SelectError {
-    /// No engine is linked into the program.
-    NoneLinked,
-    /// `CRAC_ENGINE` names an engine that is not linked.
-    NotLinked {
-        /// The name asked for.
-        requested: String,
-        /// The names that are linked.
-        linked: Vec<&'static str>,
-    },
-    /// `CRAC_ENGINE` names an engine that cannot work here.
-    Unusable {
-        /// The engine's name.
-        name: &'static str,
-        /// Why.
-        error: EngineError,
-    },
-    /// Engines are linked but none can work here.
-    NoneUsable(Vec<(&'static str, EngineError)>),
-}
-
-/// Picks the engine: the one `CRAC_ENGINE` names, else the best-ranked one whose probe passes.
-pub fn select_engine() -> Result<&'static dyn Engine, SelectError> {
-    let linked = linked_engines();
-    if linked.is_empty() {
-        return Err(SelectError::NoneLinked);
-    }
-    if let Ok(requested) = std::env::var(ENGINE_ENV) {
-        let requested = requested.trim().to_owned();
-        if !requested.is_empty() {
-            let Some(reg) = linked.iter().find(|r| r.engine.name() == requested) else {
-                return Err(SelectError::NotLinked {
-                    requested,
-                    linked: linked.iter().map(|r| r.engine.name()).collect(),
-                });
-            };
-            return match reg.engine.probe() {
-                Ok(()) => Ok(reg.engine),
-                Err(error) => Err(SelectError::Unusable {
-                    name: reg.engine.name(),
-                    error,
-                }),
-            };
-        }
-    }
-    let mut refused = Vec::new();
-    for reg in &linked {
-        match reg.engine.probe() {
-            Ok(()) => {
-                if !refused.is_empty() {
-                    tracing::warn!(
-                        engine = reg.engine.name(),
-                        skipped = ?refused,
-                        "better-ranked checkpoint engines are unusable here; falling back"
-                    );
-                }
-                return Ok(reg.engine);
-            }
-            Err(e) => refused.push((reg.engine.name(), e)),
-        }
-    }
-    Err(SelectError::NoneUsable(refused))
 }
