@@ -1,17 +1,17 @@
 //! The `ConsumerCoordinator`: everything the consumer says to its group coordinator, driven
 //! by the network thread. FindCoordinator (here); group membership with the classic protocol
-//! (`classic`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, eager or cooperative) or with the
-//! consumer group protocol of KIP-848 (`consumer_group`: ConsumerGroupHeartbeat, the broker
-//! assigning); leaving when the application stops calling `poll()` for `max.poll.interval.ms`,
+//! (`classic_protocol`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, eager or cooperative) or
+//! with the consumer group protocol of KIP-848 (`kip848_protocol`: ConsumerGroupHeartbeat, the
+//! broker assigning); leaving when the application stops calling `poll()` for `max.poll.interval.ms`,
 //! on close and before a checkpoint; OffsetCommit (`commits`: a FIFO queue, commits stay in
 //! order) and OffsetFetch (`offsets`: initial positions, `committed()`).
 //!
 //! Rebalance steps that belong to the application (its callbacks, its commits) are handed to
 //! `poll()` through [`RebalanceStep`]: the coordinator never runs application code.
 
-mod classic;
+mod classic_protocol;
 mod commits;
-mod consumer_group;
+mod kip848_protocol;
 mod offsets;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -124,7 +124,7 @@ pub(crate) struct Coordinator {
     /// Partitions were revoked by a cooperative rebalance: rejoin once `poll()` gave them up.
     followup_rejoin: bool,
     /// The consumer group protocol's state.
-    group: consumer_group::GroupState,
+    group: kip848_protocol::GroupState,
     join: JoinPhase,
     join_retry_at: Option<Instant>,
     /// The subscription the current (or pending) membership joined with.
@@ -181,13 +181,13 @@ impl Coordinator {
             member_id: match group_protocol {
                 GroupProtocol::Classic => String::new(),
                 // KIP-1082: the member chooses its id, once per life (and once per restore).
-                GroupProtocol::Consumer => consumer_group::new_member_id(),
+                GroupProtocol::Consumer => kip848_protocol::new_member_id(),
             },
             generation: -1,
             protocol: None,
             last_assignment: LastAssignment::default(),
             followup_rejoin: false,
-            group: consumer_group::GroupState::default(),
+            group: kip848_protocol::GroupState::default(),
             join: JoinPhase::Idle,
             join_retry_at: None,
             joined_subscription: 0,
@@ -504,7 +504,7 @@ impl Coordinator {
         self.node = None;
         self.find_in_flight = false;
         self.find_retry_at = None;
-        self.group = consumer_group::GroupState::default();
+        self.group = kip848_protocol::GroupState::default();
         self.release = match (&self.instance_id, &instance_id) {
             (Some(old), new) if new.as_ref() != Some(old) && !self.member_id.is_empty() => {
                 Some((self.member_id.clone(), old.clone()))
@@ -514,7 +514,7 @@ impl Coordinator {
         self.release_in_flight = false;
         self.member_id = match self.group_protocol {
             GroupProtocol::Classic => String::new(),
-            GroupProtocol::Consumer => consumer_group::new_member_id(),
+            GroupProtocol::Consumer => kip848_protocol::new_member_id(),
         };
         self.generation = -1;
         self.protocol = None;
