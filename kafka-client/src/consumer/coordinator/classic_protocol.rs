@@ -1,9 +1,10 @@
 //! The classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), eager or
-//! cooperative (KIP-429), for [`Coordinator`].
+//! cooperative (KIP-429): [`ClassicMembership`], a [`ClassicState`] machine with the
+//! member id and generation the coordinator gives.
 //!
 //! Eager (`range`, `roundrobin`, `sticky`): before rejoining, a member gives up all its
 //! partitions. That step belongs to the application (its callbacks, its commits), so the
-//! coordinator asks `poll()` for it through [`RebalanceStep`] and joins only once `poll()`
+//! membership asks `poll()` for it through [`RebalanceStep`] and joins only once `poll()`
 //! answers `JoinAllowed`, which is why a member that does not poll is not rejoined (and is
 //! removed by the coordinator after the rebalance timeout, `max.poll.interval.ms`).
 //!
@@ -22,12 +23,14 @@ use super::super::assignor::{
     AssignorKind, GroupMember, LastAssignment, RebalanceProtocol, cooperative_violations, flatten,
     group_by_topic,
 };
-use super::super::config::GroupProtocol;
+use super::super::config::ConsumerConfig;
 use super::super::error::ConsumerError;
-use super::super::net::{Net, RequestContext};
+use super::super::net::RequestContext;
 use super::super::record::TopicPartition;
 use super::super::shared::{RebalanceStep, Shared, Subscription};
-use super::{Coordinator, JoinPhase, coordinator_error};
+use super::coordinator_error;
+use super::member_state::{ClassicState, StateMachine};
+use super::membership::{Cx, GroupLink, GroupMembership};
 use crate::protocol::ErrorCode;
 use crate::protocol::messages::consumer_protocol::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, PROTOCOL_TYPE,
@@ -43,14 +46,116 @@ use crate::protocol::messages::sync_group::{
     SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse,
 };
 
-impl Coordinator {
+/// A member of a classic group.
+#[derive(Debug)]
+pub(crate) struct ClassicMembership {
+    state: StateMachine<ClassicState>,
+    /// Given by the coordinator (empty until then, and after it forgot the member).
+    member_id: String,
+    /// The generation joined (-1: none). Kept through a rejoin until the JoinGroup answers.
+    generation: i32,
+    /// The assignor the coordinator chose.
+    protocol: Option<String>,
+    /// Eager or cooperative: from the assignors configured.
+    rebalance_protocol: RebalanceProtocol,
+    /// `session.timeout.ms`.
+    session_timeout: Duration,
+    /// The last assignment received, for the sticky assignors' user data.
+    last_assignment: LastAssignment,
+    /// Partitions were revoked by a cooperative rebalance: rejoin once `poll()` gave them up.
+    followup_rejoin: bool,
+    /// The leader's JoinGroup answer while it assigns (it waits for metadata of every
+    /// member's topics); only in `CompletingRebalance`.
+    leader_join: Option<Box<JoinGroupResponse>>,
+    join_retry_at: Option<Instant>,
+    /// The subscription the current (or pending) membership joined with.
+    joined_subscription: u64,
+    join_sent_subscription: u64,
+    /// A rejoin is wanted (`Some(lost)`), to hand to `poll()` when it is free.
+    rejoin: Option<bool>,
+    /// Leader only: partition counts the assignment was computed with.
+    leader_snapshot: Option<HashMap<String, i32>>,
+    heartbeat_in_flight: bool,
+    next_heartbeat: Instant,
+    /// When the coordinator last showed it holds this member's session (a heartbeat answered,
+    /// a join or sync completed): past `session.timeout.ms` the member counts itself evicted.
+    session_alive_at: Instant,
+}
+
+impl ClassicMembership {
+    pub fn new(config: &ConsumerConfig) -> Self {
+        Self {
+            state: StateMachine::new(ClassicState::Unjoined),
+            member_id: String::new(),
+            generation: -1,
+            protocol: None,
+            rebalance_protocol: RebalanceProtocol::of(&config.assignors),
+            session_timeout: config.session_timeout,
+            last_assignment: LastAssignment::default(),
+            followup_rejoin: false,
+            leader_join: None,
+            join_retry_at: None,
+            joined_subscription: 0,
+            join_sent_subscription: 0,
+            rejoin: None,
+            leader_snapshot: None,
+            heartbeat_in_flight: false,
+            next_heartbeat: Instant::now(),
+            session_alive_at: Instant::now(),
+        }
+    }
+
+    /// A new member for a restored process, which remembers the subscription it joined with
+    /// (the checkpoint gave the partitions up; `poll()` hands the rejoin over).
+    pub fn renewed(&self) -> Self {
+        Self {
+            state: StateMachine::new(ClassicState::Unjoined),
+            member_id: String::new(),
+            generation: -1,
+            protocol: None,
+            rebalance_protocol: self.rebalance_protocol,
+            session_timeout: self.session_timeout,
+            last_assignment: LastAssignment::default(),
+            followup_rejoin: false,
+            leader_join: None,
+            join_retry_at: None,
+            joined_subscription: self.joined_subscription,
+            join_sent_subscription: self.join_sent_subscription,
+            rejoin: None,
+            leader_snapshot: None,
+            heartbeat_in_flight: false,
+            next_heartbeat: self.next_heartbeat,
+            session_alive_at: Instant::now(),
+        }
+    }
+
+    fn publish(&self, cx: &Cx<'_>) {
+        cx.publish(&self.member_id, self.generation);
+    }
+
+    /// A JoinGroup or SyncGroup failed, was lost or abandoned: no rebalance under way.
+    fn rebalance_over(&mut self, why: &'static str) {
+        if self.rebalancing() {
+            self.leader_join = None;
+            self.state.enter(ClassicState::Unjoined, why);
+        }
+    }
+
+    /// The generation is gone (reset, left, forgotten).
+    fn drop_generation(&mut self, why: &'static str) {
+        self.generation = -1;
+        if self.state.is(ClassicState::Stable) {
+            self.state.enter(ClassicState::Unjoined, why);
+        }
+    }
+
     // --- membership ------------------------------------------------------------------------
 
     /// Forgets the generation (the coordinator no longer knows it); with `forget_member`, the
     /// member id too. The partitions are lost: `poll()` reports them as such and rejoins.
-    pub(super) fn reset_generation(&mut self, shared: &Shared, forget_member: bool, why: &str) {
+    fn reset_generation(&mut self, cx: &Cx<'_>, forget_member: bool, why: &'static str) {
         tracing::info!(member_id = %self.member_id, generation = self.generation, reason = why, "member reset; rejoining");
-        self.generation = -1;
+        self.drop_generation(why);
         self.protocol = None;
         self.leader_snapshot = None;
         self.followup_rejoin = false;
@@ -58,13 +163,14 @@ impl Coordinator {
             self.member_id.clear();
         }
         self.rejoin = Some(true);
-        self.publish_membership(shared);
+        self.publish(cx);
     }
 
-    pub(super) fn request_rejoin_if_needed(&mut self, net: &Net, shared: &Shared) {
-        if self.suspended || self.rebalancing() {
+    fn request_rejoin_if_needed(&mut self, cx: &mut Cx<'_>) {
+        if cx.link.suspended || self.rebalancing() {
             return;
         }
+        let shared = cx.shared;
         let mut st = shared.state.lock();
         let Subscription::Topics(topics) = &st.subscription else {
             self.rejoin = None;
@@ -72,7 +178,8 @@ impl Coordinator {
         };
         // After a fatal group error the member does not join again, but partitions it lost
         // (fenced) are still given up.
-        if self.failed_subscription == Some(st.subscription_version) && self.rejoin != Some(true) {
+        if cx.link.failed_subscription == Some(st.subscription_version) && self.rejoin != Some(true)
+        {
             return;
         }
         if st.subscription_version != self.joined_subscription && self.rejoin.is_none() {
@@ -82,7 +189,8 @@ impl Coordinator {
             && let Some(snapshot) = &self.leader_snapshot
         {
             let changed = snapshot.iter().any(|(t, &n)| {
-                net.metadata
+                cx.net
+                    .metadata
                     .cluster()
                     .topics
                     .get(t.as_str())
@@ -132,23 +240,23 @@ impl Coordinator {
 
     /// The coordinator holds a JoinGroup (and a SyncGroup) until every member rejoined, up to
     /// the rebalance timeout: as Java, wait that long for the answer.
-    fn rebalance_request_timeout(&self) -> Duration {
-        self.config
+    fn rebalance_request_timeout(config: &ConsumerConfig) -> Duration {
+        config
             .common
             .request_timeout
-            .max(self.config.max_poll_interval + Duration::from_secs(5))
+            .max(config.max_poll_interval + Duration::from_secs(5))
     }
 
-    pub(super) fn maybe_join(&mut self, net: &mut Net, shared: &Shared, node: i32, now: Instant) {
-        if self.suspended
+    fn maybe_join(&mut self, cx: &mut Cx<'_>, node: i32, now: Instant) {
+        if cx.link.suspended
             || self.rebalancing()
             || self.join_retry_at.is_some_and(|t| now < t)
-            || self.leave_wanted.is_some()
+            || cx.link.leave_wanted.is_some()
         {
             return;
         }
         let (topics, version, owned) = {
-            let st = shared.state.lock();
+            let st = cx.shared.state.lock();
             match (&st.rebalance, &st.subscription) {
                 (RebalanceStep::JoinAllowed, Subscription::Topics(t)) => (
                     t.iter().cloned().collect::<Vec<_>>(),
@@ -160,18 +268,19 @@ impl Coordinator {
                 _ => return,
             }
         };
-        if self.failed_subscription == Some(version) {
+        if cx.link.failed_subscription == Some(version) {
             return;
         }
+        let config = &cx.link.config;
         let mut subscription = ConsumerProtocolSubscription {
             topics,
             user_data: None,
             owned_partitions: group_by_topic(&owned),
             generation_id: self.generation,
-            rack_id: (!self.config.client_rack.is_empty()).then(|| self.config.client_rack.clone()),
+            rack_id: (!config.client_rack.is_empty()).then(|| config.client_rack.clone()),
         };
-        let mut protocols = Vec::with_capacity(self.config.assignors.len());
-        for a in &self.config.assignors {
+        let mut protocols = Vec::with_capacity(config.assignors.len());
+        for a in &config.assignors {
             subscription.user_data = a.user_data(&self.last_assignment);
             protocols.push(JoinGroupRequestProtocol {
                 name: a.name().into(),
@@ -179,51 +288,55 @@ impl Coordinator {
             });
         }
         let req = JoinGroupRequest {
-            group_id: self.group_id.clone().unwrap_or_default(),
-            session_timeout_ms: self.config.session_timeout.as_millis() as i32,
-            rebalance_timeout_ms: self.config.max_poll_interval.as_millis() as i32,
+            group_id: cx.link.group(),
+            session_timeout_ms: config.session_timeout.as_millis() as i32,
+            rebalance_timeout_ms: config.max_poll_interval.as_millis() as i32,
             member_id: self.member_id.clone(),
-            group_instance_id: self.instance_id.clone(),
+            group_instance_id: cx.link.instance_id.clone(),
             protocol_type: PROTOCOL_TYPE.into(),
             protocols,
             reason: Some("joining the group".into()),
         };
-        let timeout = self.rebalance_request_timeout();
-        match net
+        let timeout = Self::rebalance_request_timeout(config);
+        match cx
+            .net
             .client
             .send_with_timeout(node, &req, RequestContext::JoinGroup, timeout, now)
         {
             Ok(_) => {
                 tracing::debug!(member_id = %self.member_id, owned = owned.len(), "JoinGroup sent");
-                self.join = JoinPhase::Joining;
+                self.state
+                    .enter(ClassicState::PreparingRebalance, "JoinGroup sent");
                 self.join_sent_subscription = version;
             }
             Err((e, _)) => {
                 tracing::warn!(error = %e, "JoinGroup request failed");
-                self.join_retry_at = Some(now + self.backoff());
+                self.join_retry_at = Some(now + cx.link.backoff());
                 if matches!(e, crate::network::NetworkError::Version { .. }) {
-                    self.report_fatal(shared, ConsumerError::Fatal(Arc::from(e.to_string())));
+                    cx.report_fatal(ConsumerError::Fatal(Arc::from(e.to_string())));
                 }
             }
         }
     }
 
-    pub fn on_join_group(&mut self, net: &mut Net, resp: JoinGroupResponse, shared: &Shared) {
+    pub fn on_join_group(&mut self, cx: &mut Cx<'_>, resp: JoinGroupResponse) {
         let now = Instant::now();
-        self.join = JoinPhase::Idle;
         match resp.error_code {
             ErrorCode::None => {
+                self.state
+                    .enter(ClassicState::CompletingRebalance, "JoinGroup answered");
                 self.member_id = resp.member_id.clone();
                 self.generation = resp.generation_id;
                 self.session_alive_at = now;
                 self.protocol = resp.protocol_name.clone();
-                self.publish_membership(shared);
+                self.publish(cx);
                 tracing::info!(member_id = %self.member_id, generation = self.generation, protocol = ?self.protocol, leader = resp.is_leader(), members = resp.members.len(), "joined group");
                 if resp.is_leader() && !resp.skip_assignment {
-                    self.join = JoinPhase::Assigning(Box::new(resp));
+                    self.leader_join = Some(Box::new(resp));
                 } else {
-                    self.send_sync(net, shared, Vec::new(), now);
+                    self.send_sync(cx, Vec::new(), now);
                 }
+                return;
             }
             ErrorCode::MemberIdRequired => {
                 // KIP-394: join again at once with the id the coordinator gave.
@@ -235,42 +348,32 @@ impl Coordinator {
                 self.generation = -1;
             }
             ErrorCode::IllegalGeneration => self.generation = -1,
-            code if coordinator_error(code) => {
-                self.coordinator_unknown(net, shared, code.name());
-            }
-            ErrorCode::RebalanceInProgress => self.join_retry_at = Some(now + self.backoff()),
-            ErrorCode::FencedInstanceId => self.fenced(shared, "JoinGroup"),
+            code if coordinator_error(code) => cx.link.coordinator_unknown(code.name()),
+            ErrorCode::RebalanceInProgress => self.join_retry_at = Some(now + cx.link.backoff()),
+            ErrorCode::FencedInstanceId => self.fenced(cx, "JoinGroup"),
             code @ (ErrorCode::InconsistentGroupProtocol
             | ErrorCode::GroupAuthorizationFailed
             | ErrorCode::InvalidSessionTimeout
             | ErrorCode::GroupMaxSizeReached
             | ErrorCode::InvalidGroupId
             | ErrorCode::UnsupportedVersion) => {
-                self.report_fatal(
-                    shared,
-                    ConsumerError::Broker {
-                        operation: "JoinGroup",
-                        code,
-                        message: None,
-                    },
-                );
+                cx.report_fatal(ConsumerError::Broker {
+                    operation: "JoinGroup",
+                    code,
+                    message: None,
+                });
             }
             code => {
                 tracing::warn!(%code, "JoinGroup failed; retrying");
-                self.join_retry_at = Some(now + self.backoff());
+                self.join_retry_at = Some(now + cx.link.backoff());
             }
         }
+        self.rebalance_over("JoinGroup failed");
     }
 
     /// The leader assigns once the metadata covers every member's topics.
-    pub(super) fn maybe_assign(
-        &mut self,
-        net: &mut Net,
-        shared: &Shared,
-        _node: i32,
-        now: Instant,
-    ) {
-        let JoinPhase::Assigning(resp) = &self.join else {
+    fn maybe_assign(&mut self, cx: &mut Cx<'_>, now: Instant) {
+        let Some(resp) = &self.leader_join else {
             return;
         };
         let mut members = Vec::with_capacity(resp.members.len());
@@ -294,13 +397,13 @@ impl Coordinator {
         let mut missing = false;
         let mut counts = HashMap::new();
         for t in members.iter().flat_map(|m| m.topics.iter()) {
-            match net.metadata.cluster().topics.get(t.as_str()) {
+            match cx.net.metadata.cluster().topics.get(t.as_str()) {
                 Some(info) if info.error.is_ok() => {
                     counts.insert(t.clone(), info.partitions.len() as i32);
                 }
                 Some(_) => {}
                 None => {
-                    net.metadata.add_topic(t);
+                    cx.net.metadata.add_topic(t);
                     missing = true;
                 }
             }
@@ -317,8 +420,8 @@ impl Coordinator {
                 "the coordinator chose assignor {:?}, which this client does not implement",
                 self.protocol
             )));
-            self.join = JoinPhase::Idle;
-            self.report_fatal(shared, e);
+            self.rebalance_over("unknown assignor");
+            cx.report_fatal(e);
             return;
         };
         let mut assignment = kind.assign(&members, &counts);
@@ -349,79 +452,58 @@ impl Coordinator {
                 .encode(ConsumerProtocolAssignment::VERSION),
             })
             .collect();
-        self.join = JoinPhase::Idle;
-        self.send_sync(net, shared, assignments, now);
+        self.leader_join = None;
+        self.send_sync(cx, assignments, now);
     }
 
-    pub(super) fn send_sync(
+    /// Sends SyncGroup; the rebalance is over if it cannot be sent.
+    fn send_sync(
         &mut self,
-        net: &mut Net,
-        shared: &Shared,
+        cx: &mut Cx<'_>,
         assignments: Vec<SyncGroupRequestAssignment>,
         now: Instant,
     ) {
-        let Some(node) = self.node else {
+        let Some(node) = cx.link.node else {
+            self.rebalance_over("no coordinator to send SyncGroup to");
             return;
         };
         let req = SyncGroupRequest {
-            group_id: self.group_id.clone().unwrap_or_default(),
+            group_id: cx.link.group(),
             generation_id: self.generation,
             member_id: self.member_id.clone(),
-            group_instance_id: self.instance_id.clone(),
+            group_instance_id: cx.link.instance_id.clone(),
             protocol_type: Some(PROTOCOL_TYPE.into()),
             protocol_name: self.protocol.clone(),
             assignments,
         };
-        let timeout = self.rebalance_request_timeout();
-        match net
-            .client
-            .send_with_timeout(node, &req, RequestContext::SyncGroup, timeout, now)
+        let timeout = Self::rebalance_request_timeout(&cx.link.config);
+        if let Err((e, _)) =
+            cx.net
+                .client
+                .send_with_timeout(node, &req, RequestContext::SyncGroup, timeout, now)
         {
-            Ok(_) => self.join = JoinPhase::Syncing,
-            Err((e, _)) => {
-                tracing::warn!(error = %e, "SyncGroup request failed; rejoining");
-                self.coordinator_unknown(net, shared, "SyncGroup could not be sent");
-            }
+            tracing::warn!(error = %e, "SyncGroup request failed; rejoining");
+            self.rebalance_over("SyncGroup not sent");
+            cx.link.coordinator_unknown("SyncGroup could not be sent");
         }
     }
 
-    pub fn on_sync_group(&mut self, net: &mut Net, resp: SyncGroupResponse, shared: &Shared) {
+    pub fn on_sync_group(&mut self, cx: &mut Cx<'_>, resp: SyncGroupResponse) {
         let now = Instant::now();
-        self.join = JoinPhase::Idle;
         match resp.error_code {
             ErrorCode::None => {
                 let assignment = match ConsumerProtocolAssignment::decode(&resp.assignment) {
                     Ok(a) => a,
                     Err(e) => {
                         tracing::warn!(error = %e, "unreadable assignment; rejoining");
-                        self.join_retry_at = Some(now + self.backoff());
+                        self.rebalance_over("unreadable assignment");
+                        self.join_retry_at = Some(now + cx.link.backoff());
                         return;
                     }
                 };
-                let partitions = flatten(&assignment.assigned_partitions);
-                for tp in &partitions {
-                    net.metadata.add_topic(&tp.topic);
-                }
-                self.joined_subscription = self.join_sent_subscription;
-                self.next_heartbeat = now + self.config.heartbeat_interval;
-                self.session_alive_at = now;
-                self.last_assignment = LastAssignment {
-                    generation: self.generation,
-                    partitions: Some(partitions.clone()),
-                };
-                let mut st = shared.state.lock();
-                let step = RebalanceStep::assign(&st.assignment, partitions);
-                if let RebalanceStep::Assign { revoked, added, .. } = &step {
-                    tracing::info!(member_id = %self.member_id, generation = self.generation, added = added.len(), revoked = revoked.len(), "assignment received");
-                    // Cooperative: what this member gave up goes to its new owner in the
-                    // next rebalance, which this member starts.
-                    self.followup_rejoin = !revoked.is_empty();
-                }
-                st.rebalance = step;
-                st.rebalances += 1;
-                st.assigned_membership = self.membership();
-                drop(st);
-                shared.notify();
+                self.state.enter(ClassicState::Stable, "SyncGroup answered");
+                self.install(cx, flatten(&assignment.assigned_partitions), now);
+                return;
             }
             ErrorCode::RebalanceInProgress => {} // join again (the step is still JoinAllowed)
             ErrorCode::UnknownMemberId => {
@@ -429,32 +511,61 @@ impl Coordinator {
                 self.generation = -1;
             }
             ErrorCode::IllegalGeneration => self.generation = -1,
-            code if coordinator_error(code) => self.coordinator_unknown(net, shared, code.name()),
-            ErrorCode::FencedInstanceId => self.fenced(shared, "SyncGroup"),
+            code if coordinator_error(code) => cx.link.coordinator_unknown(code.name()),
+            ErrorCode::FencedInstanceId => self.fenced(cx, "SyncGroup"),
             code => {
                 tracing::warn!(%code, "SyncGroup failed; rejoining");
-                self.join_retry_at = Some(now + self.backoff());
+                self.join_retry_at = Some(now + cx.link.backoff());
             }
         }
+        self.rebalance_over("SyncGroup failed");
     }
 
-    pub(super) fn maybe_heartbeat(&mut self, net: &mut Net, node: i32, now: Instant) {
+    /// Hands the assignment SyncGroup brought to `poll()`.
+    fn install(&mut self, cx: &mut Cx<'_>, partitions: Vec<TopicPartition>, now: Instant) {
+        for tp in &partitions {
+            cx.net.metadata.add_topic(&tp.topic);
+        }
+        self.joined_subscription = self.join_sent_subscription;
+        self.next_heartbeat = now + cx.link.config.heartbeat_interval;
+        self.session_alive_at = now;
+        self.last_assignment = LastAssignment {
+            generation: self.generation,
+            partitions: Some(partitions.clone()),
+        };
+        let mut st = cx.shared.state.lock();
+        let step = RebalanceStep::assign(&st.assignment, partitions);
+        if let RebalanceStep::Assign { revoked, added, .. } = &step {
+            tracing::info!(member_id = %self.member_id, generation = self.generation, added = added.len(), revoked = revoked.len(), "assignment received");
+            // Cooperative: what this member gave up goes to its new owner in the
+            // next rebalance, which this member starts.
+            self.followup_rejoin = !revoked.is_empty();
+        }
+        st.rebalance = step;
+        st.rebalances += 1;
+        st.assigned_membership = cx.link.membership(&self.member_id, self.generation);
+        drop(st);
+        cx.shared.notify();
+    }
+
+    fn maybe_heartbeat(&mut self, cx: &mut Cx<'_>, node: i32, now: Instant) {
         if !self.is_member()
             || self.rebalancing()
             || self.heartbeat_in_flight
             || now < self.next_heartbeat
-            || self.leave_wanted.is_some()
+            || cx.link.leave_wanted.is_some()
         {
             return;
         }
         let req = HeartbeatRequest {
-            group_id: self.group_id.clone().unwrap_or_default(),
+            group_id: cx.link.group(),
             generation_id: self.generation,
             member_id: self.member_id.clone(),
-            group_instance_id: self.instance_id.clone(),
+            group_instance_id: cx.link.instance_id.clone(),
         };
-        self.next_heartbeat = now + self.config.heartbeat_interval;
-        match net
+        self.next_heartbeat = now + cx.link.config.heartbeat_interval;
+        match cx
+            .net
             .client
             .send(node, &req, RequestContext::Heartbeat, true, now)
         {
@@ -463,28 +574,207 @@ impl Coordinator {
         }
     }
 
-    pub fn on_heartbeat(&mut self, net: &mut Net, resp: HeartbeatResponse, shared: &Shared) {
+    pub fn on_heartbeat(&mut self, cx: &mut Cx<'_>, resp: HeartbeatResponse) {
         self.heartbeat_in_flight = false;
         match resp.error_code {
             ErrorCode::None => self.session_alive_at = Instant::now(),
             ErrorCode::RebalanceInProgress => {
                 // The member is still in the group (for the rebalance timeout).
                 self.session_alive_at = Instant::now();
-                self.rebalance_in_progress(shared, "heartbeat");
+                self.rebalance_in_progress(cx.shared, "heartbeat");
             }
-            ErrorCode::IllegalGeneration => {
-                self.reset_generation(shared, false, "ILLEGAL_GENERATION")
-            }
-            ErrorCode::UnknownMemberId => self.reset_generation(shared, true, "UNKNOWN_MEMBER_ID"),
-            ErrorCode::FencedInstanceId => self.fenced(shared, "Heartbeat"),
-            code if coordinator_error(code) => self.coordinator_unknown(net, shared, code.name()),
+            ErrorCode::IllegalGeneration => self.reset_generation(cx, false, "ILLEGAL_GENERATION"),
+            ErrorCode::UnknownMemberId => self.reset_generation(cx, true, "UNKNOWN_MEMBER_ID"),
+            ErrorCode::FencedInstanceId => self.fenced(cx, "Heartbeat"),
+            code if coordinator_error(code) => cx.link.coordinator_unknown(code.name()),
             code => tracing::warn!(%code, "heartbeat failed"),
         }
     }
 
+    /// Another member with this `group.instance.id` took over: this one's partitions are
+    /// lost and it does not join again (`poll()` reports [`ConsumerError::Fenced`]).
+    fn fenced(&mut self, cx: &mut Cx<'_>, from: &'static str) {
+        let id = cx.link.instance_id.clone().unwrap_or_default();
+        self.reset_generation(cx, true, from);
+        cx.report_fatal(ConsumerError::Fenced(Arc::from(id)));
+    }
+
+    /// Java's client-side session timeout: no heartbeat answered for `session.timeout.ms`
+    /// means the coordinator has removed this member and may have given its partitions to
+    /// others. The member gives them up as lost, looks the coordinator up again and joins as
+    /// a new member.
+    fn check_session_timeout(&mut self, cx: &mut Cx<'_>, now: Instant) {
+        if cx.link.suspended || !self.is_member() || self.rebalancing() {
+            return;
+        }
+        let session_timeout = self.session_timeout;
+        let silent = now.saturating_duration_since(self.session_alive_at);
+        if silent <= session_timeout {
+            return;
+        }
+        tracing::warn!(
+            session_timeout_ms = session_timeout.as_millis() as u64,
+            silent_ms = silent.as_millis() as u64,
+            "no heartbeat answered within session.timeout.ms: the coordinator has removed this member; its partitions are lost"
+        );
+        cx.link
+            .coordinator_unknown("session timed out without a heartbeat answered");
+        self.reset_generation(cx, true, "session timeout");
+    }
+
+    // --- leaving -----------------------------------------------------------------------------
+
+    fn send_leave(&mut self, cx: &mut Cx<'_>, node: i32, now: Instant, reason: &str) {
+        tracing::info!(member_id = %self.member_id, reason, "leaving group");
+        let req = LeaveGroupRequest {
+            group_id: cx.link.group(),
+            members: vec![MemberIdentity {
+                member_id: self.member_id.clone(),
+                group_instance_id: cx.link.instance_id.clone(),
+                reason: Some(reason.to_owned()),
+            }],
+        };
+        match cx
+            .net
+            .client
+            .send(node, &req, RequestContext::LeaveGroup, true, now)
+        {
+            Ok(_) => cx.link.leave_in_flight = true,
+            Err((e, _)) => tracing::warn!(error = %e, "LeaveGroup not sent"),
+        }
+    }
+
+    pub fn on_leave_group(
+        &mut self,
+        link: &mut GroupLink,
+        shared: &Shared,
+        resp: LeaveGroupResponse,
+    ) {
+        link.leave_in_flight = false;
+        let code = resp.error();
+        if code.is_ok() || code == ErrorCode::UnknownMemberId {
+            tracing::info!("left the group");
+        } else {
+            tracing::warn!(%code, "LeaveGroup answered with an error");
+        }
+        link.publish(shared, &self.member_id, self.generation);
+    }
+}
+
+impl GroupMembership for ClassicMembership {
+    fn member_id(&self) -> &str {
+        &self.member_id
+    }
+
+    fn generation(&self) -> i32 {
+        self.generation
+    }
+
+    fn is_member(&self) -> bool {
+        !self.member_id.is_empty() && self.generation >= 0
+    }
+
+    fn in_group(&self) -> bool {
+        !self.member_id.is_empty()
+    }
+
+    fn rebalancing(&self) -> bool {
+        matches!(
+            self.state.get(),
+            ClassicState::PreparingRebalance | ClassicState::CompletingRebalance
+        )
+    }
+
+    fn prepare(&mut self, cx: &mut Cx<'_>, now: Instant) {
+        self.check_session_timeout(cx, now);
+        self.request_rejoin_if_needed(cx);
+    }
+
+    fn drive(&mut self, cx: &mut Cx<'_>, node: i32, now: Instant) {
+        self.maybe_join(cx, node, now);
+        self.maybe_assign(cx, now);
+        self.maybe_heartbeat(cx, node, now);
+    }
+
+    fn poll_timeout(&mut self, cx: &mut Cx<'_>, now: Instant) {
+        if let Some(node) = cx.ready_node() {
+            self.send_leave(cx, node, now, "consumer poll timeout has expired");
+        }
+        self.reset_generation(cx, true, "poll timeout");
+    }
+
+    fn leave(&mut self, cx: &mut Cx<'_>, node: i32, now: Instant, reason: &str) {
+        if cx.link.instance_id.is_some() {
+            // A static member leaves only for now, as Java's: the coordinator keeps it and
+            // its partitions until session.timeout.ms, and a member with its instance id
+            // (a restored copy, a restarted process) takes them back without a rebalance.
+            tracing::info!(member_id = %self.member_id, instance = ?cx.link.instance_id, reason, "static member: leaving without LeaveGroup; its partitions wait for it until session.timeout.ms");
+            self.drop_generation("static member left for now");
+            self.leader_snapshot = None;
+            self.publish(cx);
+            return;
+        }
+        self.send_leave(cx, node, now, reason);
+        self.member_id.clear();
+        self.drop_generation("left the group");
+        self.leader_snapshot = None;
+        self.publish(cx);
+    }
+
+    fn abandon_rebalance(&mut self) {
+        self.rebalance_over("leaving during a rebalance");
+    }
+
+    fn send_release(
+        &mut self,
+        cx: &mut Cx<'_>,
+        node: i32,
+        now: Instant,
+        member: String,
+        instance: String,
+    ) {
+        let req = LeaveGroupRequest {
+            group_id: cx.link.group(),
+            members: vec![MemberIdentity {
+                member_id: member,
+                group_instance_id: Some(instance),
+                reason: Some("restored from a checkpoint under another group.instance.id".into()),
+            }],
+        };
+        match cx
+            .net
+            .client
+            .send(node, &req, RequestContext::Release, true, now)
+        {
+            Ok(_) => cx.link.release_in_flight = true,
+            Err((e, _)) => tracing::warn!(error = %e, "LeaveGroup (release) not sent"),
+        }
+    }
+
+    fn request_lost(&mut self, link: &mut GroupLink, ctx: RequestContext, now: Instant) {
+        match ctx {
+            RequestContext::JoinGroup | RequestContext::SyncGroup => {
+                self.rebalance_over("connection lost");
+                self.join_retry_at = Some(now + link.backoff());
+                link.node = None;
+            }
+            RequestContext::Heartbeat => {
+                self.heartbeat_in_flight = false;
+                link.node = None;
+            }
+            RequestContext::LeaveGroup => link.leave_in_flight = false,
+            _ => {}
+        }
+    }
+
+    fn forget(&mut self) {
+        self.member_id.clear();
+        self.drop_generation("forgotten");
+    }
+
     /// The coordinator says the group is rebalancing (heartbeat, commit): the member gives its
     /// partitions up as in any rebalance (not lost) and joins again, at the next `poll()`.
-    pub(super) fn rebalance_in_progress(&mut self, shared: &Shared, from: &str) {
+    fn rebalance_in_progress(&mut self, shared: &Shared, from: &str) {
         if self.rejoin.is_none() && shared.state.lock().rebalance == RebalanceStep::None {
             tracing::info!(
                 from,
@@ -494,182 +784,41 @@ impl Coordinator {
         }
     }
 
-    /// Another member with this `group.instance.id` took over: this one's partitions are
-    /// lost and it does not join again (`poll()` reports [`ConsumerError::Fenced`]).
-    pub(super) fn fenced(&mut self, shared: &Shared, from: &str) {
-        let id = self.instance_id.clone().unwrap_or_default();
-        self.reset_generation(shared, true, from);
-        self.report_fatal(shared, ConsumerError::Fenced(Arc::from(id)));
-    }
-
-    /// Java's client-side session timeout: no heartbeat answered for `session.timeout.ms`
-    /// means the coordinator has removed this member and may have given its partitions to
-    /// others. The member gives them up as lost, looks the coordinator up again and joins as
-    /// a new member.
-    pub(super) fn check_session_timeout(&mut self, net: &mut Net, shared: &Shared, now: Instant) {
-        if self.suspended || !self.is_member() || self.rebalancing() {
-            return;
-        }
-        let silent = now.saturating_duration_since(self.session_alive_at);
-        if silent <= self.config.session_timeout {
-            return;
-        }
-        tracing::warn!(
-            session_timeout_ms = self.config.session_timeout.as_millis() as u64,
-            silent_ms = silent.as_millis() as u64,
-            "no heartbeat answered within session.timeout.ms: the coordinator has removed this member; its partitions are lost"
-        );
-        self.coordinator_unknown(
-            net,
-            shared,
-            "session timed out without a heartbeat answered",
-        );
-        self.reset_generation(shared, true, "session timeout");
-    }
-
-    /// Java's poll timeout: a member whose application has not called `poll()` for
-    /// `max.poll.interval.ms` leaves, so its partitions go to members that make progress.
-    pub(super) fn check_poll_timeout(&mut self, net: &mut Net, shared: &Shared, now: Instant) {
-        if self.suspended || !self.is_member() || self.rebalancing() {
-            return;
-        }
-        let expired = {
-            let st = shared.state.lock();
-            !st.in_poll
-                && !st.checkpointing
-                && now.saturating_duration_since(st.last_poll) > self.config.max_poll_interval
-        };
-        if !expired {
-            return;
-        }
-        tracing::warn!(
-            max_poll_interval_ms = self.config.max_poll_interval.as_millis() as u64,
-            "consumer poll timeout expired: the application spent too long between poll() calls; leaving the group"
-        );
-        if self.group_protocol == GroupProtocol::Consumer {
-            if let Some(node) = self.node.filter(|&n| net.client.is_ready(n)) {
-                self.send_group_leave(net, shared, node, now, "consumer poll timeout has expired");
+    fn commit_error(&mut self, cx: &mut Cx<'_>, code: ErrorCode) -> Option<ConsumerError> {
+        match code {
+            ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration => {
+                self.reset_generation(cx, code == ErrorCode::UnknownMemberId, code.name());
+                Some(ConsumerError::CommitFailed(Arc::from(format!(
+                    "{code}: the group rebalanced and this member's partitions may belong to another member now; poll() rejoins"
+                ))))
             }
-            self.group_fenced(shared, "poll timeout");
-            return;
-        }
-        if let Some(node) = self.node.filter(|&n| net.client.is_ready(n)) {
-            self.send_leave(net, node, now, "consumer poll timeout has expired");
-        }
-        self.reset_generation(shared, true, "poll timeout");
-    }
-
-    // --- leaving -----------------------------------------------------------------------------
-
-    /// Asks for a LeaveGroup (checkpoint, close, unsubscribe); [`left`](Self::left) says when
-    /// it is done. A JoinGroup or SyncGroup in flight is abandoned: the coordinator answers
-    /// the requests of a connection in order, so the leave would wait behind it.
-    pub fn begin_leave(&mut self, net: &mut Net, shared: &Shared, reason: &str) {
-        if !self.in_group() {
-            return;
-        }
-        if self.rebalancing()
-            && let Some(node) = self.node
-        {
-            let lost = net
-                .client
-                .disconnect(node, "leaving the group during a rebalance");
-            for ctx in lost {
-                self.on_request_lost(ctx, shared);
+            ErrorCode::FencedInstanceId => {
+                let iid = cx.link.instance_id.clone().unwrap_or_default();
+                self.fenced(cx, "OffsetCommit");
+                Some(ConsumerError::Fenced(Arc::from(iid)))
             }
-            self.join = JoinPhase::Idle;
-        }
-        self.leave_wanted = Some(reason.to_owned());
-    }
-
-    /// Whether the leave asked for is done (sent and answered, or nothing to leave).
-    pub fn left(&self) -> bool {
-        self.leave_wanted.is_none() && !self.leave_in_flight
-    }
-
-    pub(super) fn maybe_leave(&mut self, net: &mut Net, shared: &Shared, node: i32, now: Instant) {
-        if self.leave_in_flight {
-            return;
-        }
-        if let Some(reason) = self.leave_wanted.take() {
-            if !self.in_group() {
-                return;
-            }
-            if self.group_protocol == GroupProtocol::Consumer {
-                self.send_group_leave(net, shared, node, now, &reason);
-                return;
-            }
-            if self.instance_id.is_some() {
-                // A static member leaves only for now, as Java's: the coordinator keeps it and
-                // its partitions until session.timeout.ms, and a member with its instance id
-                // (a restored copy, a restarted process) takes them back without a rebalance.
-                tracing::info!(member_id = %self.member_id, instance = ?self.instance_id, reason, "static member: leaving without LeaveGroup; its partitions wait for it until session.timeout.ms");
-                self.generation = -1;
-                self.leader_snapshot = None;
-                self.publish_membership(shared);
-                return;
-            }
-            self.send_leave(net, node, now, &reason);
-            self.member_id.clear();
-            self.generation = -1;
-            self.leader_snapshot = None;
-            self.publish_membership(shared);
+            _ => None,
         }
     }
 
-    pub(super) fn send_leave(&mut self, net: &mut Net, node: i32, now: Instant, reason: &str) {
-        tracing::info!(member_id = %self.member_id, reason, "leaving group");
-        let req = LeaveGroupRequest {
-            group_id: self.group_id.clone().unwrap_or_default(),
-            members: vec![MemberIdentity {
-                member_id: self.member_id.clone(),
-                group_instance_id: self.instance_id.clone(),
-                reason: Some(reason.to_owned()),
-            }],
-        };
-        match net
-            .client
-            .send(node, &req, RequestContext::LeaveGroup, true, now)
-        {
-            Ok(_) => self.leave_in_flight = true,
-            Err((e, _)) => tracing::warn!(error = %e, "LeaveGroup not sent"),
+    fn next_due(&self, now: Instant) -> Duration {
+        let mut t = Duration::MAX;
+        if self.is_member() && !self.heartbeat_in_flight {
+            t = t.min(self.next_heartbeat.saturating_duration_since(now));
         }
+        if self.is_member() {
+            // The session timeout is checked even without heartbeats answered.
+            let expiry = self.session_alive_at + self.session_timeout;
+            t = t.min(expiry.saturating_duration_since(now) + Duration::from_millis(1));
+        }
+        if let Some(at) = self.join_retry_at {
+            t = t.min(at.saturating_duration_since(now));
+        }
+        t
     }
 
-    /// Removes the image's static member for good (see `maybe_release`).
-    pub(super) fn send_classic_release(
-        &mut self,
-        net: &mut Net,
-        node: i32,
-        now: Instant,
-        member: String,
-        instance: String,
-    ) {
-        let req = LeaveGroupRequest {
-            group_id: self.group_id.clone().unwrap_or_default(),
-            members: vec![MemberIdentity {
-                member_id: member,
-                group_instance_id: Some(instance),
-                reason: Some("restored from a checkpoint under another group.instance.id".into()),
-            }],
-        };
-        match net
-            .client
-            .send(node, &req, RequestContext::Release, true, now)
-        {
-            Ok(_) => self.release_in_flight = true,
-            Err((e, _)) => tracing::warn!(error = %e, "LeaveGroup (release) not sent"),
-        }
-    }
-
-    pub fn on_leave_group(&mut self, resp: LeaveGroupResponse, shared: &Shared) {
-        self.leave_in_flight = false;
-        let code = resp.error();
-        if code.is_ok() || code == ErrorCode::UnknownMemberId {
-            tracing::info!("left the group");
-        } else {
-            tracing::warn!(%code, "LeaveGroup answered with an error");
-        }
-        self.publish_membership(shared);
+    fn rebase(&mut self, by: Duration) {
+        self.next_heartbeat += by;
+        self.session_alive_at += by;
     }
 }
