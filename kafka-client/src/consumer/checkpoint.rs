@@ -101,7 +101,13 @@ impl Resource for ConsumerInner {
     fn after_restore(&self, _: &Context) -> Result<(), ResourceError> {
         let marker = self.checkpoint.take();
         let shift = marker.unwrap_or(Duration::ZERO);
-        let current = self.shared.state.lock().group_instance_id.clone();
+        let current = self
+            .shared
+            .state
+            .lock()
+            .membership
+            .group_instance_id
+            .clone();
         let instance = match (&self.config.group_instance_id, marker) {
             (Some(configured), Some(_)) => Some(id_after_restore(
                 configured,
