@@ -6,9 +6,16 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::network::metadata::{BootstrapServer, parse_bootstrap};
-pub use crate::network::security::SECURITY_KEYS;
-use crate::network::security::{SecurityConfig, resolved_late};
+pub use crate::network::metadata::BootstrapServer;
+use crate::network::metadata::parse_bootstrap;
+use crate::network::security::resolved_late;
+// The types of the security settings' fields, so that a configuration can be written field by
+// field as well as key by key.
+pub use crate::network::security::providers::ProviderError;
+pub use crate::network::security::tls::TlsVersion;
+pub use crate::network::security::{
+    ProviderKind, Providers, SECURITY_KEYS, SaslMechanism, Secret, SecurityConfig, SecurityProtocol,
+};
 
 /// A configuration key or value a client cannot accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,7 +40,7 @@ impl ConfigError {
 }
 
 /// The settings the producer and the consumer share: how to reach the cluster and how the
-/// connection layer ([`crate::network`]) behaves. Both configurations hold one as `common` and
+/// connection layer (`network`) behaves. Both configurations hold one as `common` and
 /// parse these keys with [`CommonConfig::set`], so a key means the same thing in both.
 #[derive(Debug, Clone)]
 pub struct CommonConfig {

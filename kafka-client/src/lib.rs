@@ -2,10 +2,10 @@
 //! Checkpoint.
 //!
 //! Layers, from the wire up:
-//! - [`protocol`]: a hand-written codec (primitives, headers, one module per message, record
+//! - `protocol`: a hand-written codec (primitives, headers, one module per message, record
 //!   batch v2). Decoding untrusted frames never panics and never allocates beyond the bytes
 //!   present.
-//! - [`network`]: blocking TCP connections, the `NetworkClient` that owns them and every
+//! - `network`: blocking TCP connections, the `NetworkClient` that owns them and every
 //!   in-flight request, and `Metadata`.
 //! - [`producer`]: the `Producer` API, `RecordAccumulator`, the `Sender` thread, Java's
 //!   default partitioner, idempotence, delivery reports, and the checkpoint hook.
@@ -20,9 +20,31 @@
 pub mod config;
 pub mod consumer;
 pub mod error;
-pub mod network;
+pub(crate) mod network;
 pub mod producer;
-pub mod protocol;
+pub(crate) mod protocol;
+
+/// The internals the crate's own integration tests, benches and fake broker drive directly:
+/// the wire codec and the connection layer. Behind the `testing` feature and not a stable
+/// API; an application has no use for them.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing {
+    /// The wire codec (`crate::protocol`).
+    pub mod protocol {
+        pub use crate::protocol::*;
+    }
+    /// The connection layer (`crate::network`).
+    pub mod network {
+        pub use crate::network::*;
+    }
+    /// The consumer's decoding of fetched record batches, for the fuzz and cost tests.
+    pub mod fetch_decode {
+        pub use crate::consumer::batch_reader::{
+            DecompressionBudget, ParsedFetch, parse_partition, parse_partition_within,
+        };
+    }
+}
 
 pub use consumer::checkpoint_error::ConsumerCheckpointError;
 pub use consumer::{
@@ -38,4 +60,6 @@ pub use producer::{
     ProducerMetrics, ProducerRecord, RecordMetadata, TransactionAction, TransactionError,
     TransactionState, TransactionalIdPolicy,
 };
-pub use protocol::record::Header;
+// The protocol's types that the API shows: in errors, in records, in the configuration.
+pub use protocol::record::{Compression, Header, OwnedHeader};
+pub use protocol::{DecodeError, ErrorCode};

@@ -139,7 +139,7 @@ pub struct ConsumerConfig {
     /// [`max_decompressed_bytes`](Self::max_decompressed_bytes).
     pub fetch_max_decompressed_bytes: Option<usize>,
     /// `fetch.max.compression.ratio` (default
-    /// [`DEFAULT_MAX_RATIO`](crate::protocol::compression::DEFAULT_MAX_RATIO), 64): a compressed
+    /// `protocol::compression::DEFAULT_MAX_RATIO`, 64): a compressed
     /// batch may inflate to this many times its size, or to 8 MiB, whichever is more; past it
     /// the batch is a decompression bomb and an error for its partition, whatever
     /// `fetch.max.decompressed.bytes` leaves.
@@ -183,7 +183,7 @@ pub const DECOMPRESSED_PER_FETCH_BYTE: usize = 2;
 
 /// The largest `fetch.max.bytes` and `max.partition.fetch.bytes`: a response of that much
 /// data, with 1 MiB for its headers, still fits the frame limit
-/// ([`MAX_RESPONSE_SIZE`]).
+/// (`MAX_RESPONSE_SIZE`).
 pub const MAX_FETCH_BYTES: i32 = (MAX_RESPONSE_SIZE - (1 << 20)) as i32;
 
 /// The consumer's own keys.

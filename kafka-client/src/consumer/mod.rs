@@ -6,7 +6,7 @@
 //! resource).
 
 pub mod assignor;
-mod batch_reader;
+pub(crate) mod batch_reader;
 mod checkpoint;
 pub mod config;
 mod coordinator;
@@ -23,13 +23,6 @@ mod validation;
 /// The error `before_checkpoint` returns.
 pub mod checkpoint_error {
     pub use super::checkpoint::ConsumerCheckpointError;
-}
-
-/// The decoding of fetched record batches, exposed for fuzzing.
-pub mod fetch_decode {
-    pub use super::batch_reader::{
-        DecompressionBudget, ParsedFetch, parse_partition, parse_partition_within,
-    };
 }
 
 use std::collections::{BTreeSet, HashMap};

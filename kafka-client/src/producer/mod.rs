@@ -47,7 +47,7 @@ static NEXT_CLIENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 ///
 /// ```no_run
 /// use kafka_client::producer::{Producer, ProducerConfig, ProducerRecord};
-/// use kafka_client::protocol::record::Header;
+/// use kafka_client::Header;
 ///
 /// let producer = Producer::new(ProducerConfig::new("127.0.0.1:9092")?)?;
 /// let headers = [Header::new("trace", b"abc")];

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 /// The codec of a batch (`compression.type`). `BatchWriter::seal` compresses the records
 /// section with it, the batch decoder inflates it (bounded); the codecs themselves are in
-/// [`protocol::compression`](crate::protocol::compression).
+/// `protocol::compression`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
     /// No compression.
@@ -34,7 +34,7 @@ impl Compression {
     }
 
     /// Whether this build can encode and decode it (every codec, see
-    /// [`protocol::compression`](crate::protocol::compression)).
+    /// `protocol::compression`).
     pub fn is_supported(self) -> bool {
         true
     }
