@@ -19,7 +19,6 @@
 
 pub mod config;
 pub mod consumer;
-pub mod error;
 pub(crate) mod network;
 pub mod producer;
 pub(crate) mod protocol;
@@ -52,13 +51,12 @@ pub use consumer::{
     ConsumerGroupMetadata, ConsumerRebalanceListener, ConsumerRecord, ConsumerRecords,
     OffsetAndMetadata, TopicPartition,
 };
-pub use error::{ProduceError, TimeoutError};
 pub use network::security::{OAuthBearerToken, OAuthBearerTokenProvider};
 pub use producer::checkpoint_error::CheckpointDrainError;
 pub use producer::{
-    Acks, CheckpointTransactionPolicy, ConfigError, DeliveryFuture, Producer, ProducerConfig,
-    ProducerMetrics, ProducerRecord, RecordMetadata, TransactionAction, TransactionError,
-    TransactionState, TransactionalIdPolicy,
+    Acks, CheckpointTransactionPolicy, ConfigError, DeliveryFuture, ProduceError, Producer,
+    ProducerConfig, ProducerMetrics, ProducerRecord, RecordMetadata, TimeoutError,
+    TransactionAction, TransactionError, TransactionState, TransactionalIdPolicy,
 };
 // The protocol's types that the API shows: in errors, in records, in the configuration.
 pub use protocol::record::{Compression, Header, OwnedHeader};

@@ -1,6 +1,7 @@
 //! The producer: [`Producer`] (the API), [`config`] (Java-compatible settings),
 //! `accumulator` (`RecordAccumulator`), `sender` (the I/O thread), [`partitioner`],
-//! [`delivery`] (reports), `checkpoint` (the CRaC resource) and `metrics`.
+//! [`delivery`] (reports), `error` ([`ProduceError`], [`TimeoutError`]), [`transaction`],
+//! `checkpoint` (the CRaC resource) and `metrics`.
 
 mod accumulator;
 pub(crate) mod checkpoint;
@@ -10,6 +11,7 @@ pub mod checkpoint_error {
 }
 pub mod config;
 pub mod delivery;
+mod error;
 mod idempotence;
 mod metrics;
 pub mod partitioner;
@@ -30,6 +32,7 @@ pub use self::config::{
     Acks, CheckpointTransactionPolicy, ConfigError, ProducerConfig, TransactionalIdPolicy,
 };
 pub use self::delivery::{Callback, DeliveryFuture};
+pub use self::error::{ProduceError, TimeoutError};
 use self::metrics::Counters;
 pub use self::metrics::ProducerMetrics;
 pub use self::record::{ProducerRecord, RecordMetadata};
@@ -37,7 +40,6 @@ use self::sender::{Command, Sender};
 use self::transaction::TransactionManager;
 pub use self::transaction::{TransactionAction, TransactionError, TransactionState};
 use crate::consumer::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
-use crate::error::{ProduceError, TimeoutError};
 use crate::network::checkpoint::CheckpointState;
 use crate::network::{Event, NetworkClient, NetworkConfig};
 

@@ -19,7 +19,7 @@
 //! after a restore the producer takes a producer id again under the restored copy's
 //! `transactional.id` (`TransactionManager::restored`).
 
-mod error;
+pub(super) mod error;
 pub(crate) mod io;
 
 use std::sync::Arc;

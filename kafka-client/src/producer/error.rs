@@ -1,9 +1,10 @@
-//! What can go wrong with a record, typed, with what a user needs to act on it.
+//! What can go wrong with a record ([`ProduceError`]) or a `flush()`/`close()`
+//! ([`TimeoutError`]), typed, with what a user needs to act on it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::producer::TransactionError;
+use super::transaction::error::TransactionError;
 use crate::protocol::ErrorCode;
 
 /// Why a record was not delivered (or not accepted). Cloned to every record of a failed
