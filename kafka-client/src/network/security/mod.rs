@@ -23,7 +23,7 @@ use zeroize::Zeroizing;
 pub use providers::{ProviderKind, Providers};
 pub use sasl::{OAuthBearerToken, OAuthBearerTokenProvider, SaslMechanism};
 
-use crate::config::ConfigError;
+use crate::config::value::ConfigError;
 
 /// `security.protocol`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
