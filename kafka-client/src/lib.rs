@@ -45,18 +45,16 @@ pub mod testing {
     }
 }
 
-pub use consumer::checkpoint_error::ConsumerCheckpointError;
 pub use consumer::{
-    AutoOffsetReset, ConfigError as ConsumerConfigError, Consumer, ConsumerConfig, ConsumerError,
-    ConsumerGroupMetadata, ConsumerRebalanceListener, ConsumerRecord, ConsumerRecords,
-    OffsetAndMetadata, TopicPartition,
+    AutoOffsetReset, ConfigError as ConsumerConfigError, Consumer, ConsumerCheckpointError,
+    ConsumerConfig, ConsumerError, ConsumerGroupMetadata, ConsumerRebalanceListener,
+    ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TopicPartition,
 };
 pub use network::security::{OAuthBearerToken, OAuthBearerTokenProvider};
-pub use producer::checkpoint_error::CheckpointDrainError;
 pub use producer::{
-    Acks, CheckpointTransactionPolicy, ConfigError, DeliveryFuture, ProduceError, Producer,
-    ProducerConfig, ProducerMetrics, ProducerRecord, RecordMetadata, TimeoutError,
-    TransactionAction, TransactionError, TransactionState, TransactionalIdPolicy,
+    Acks, CheckpointDrainError, CheckpointTransactionPolicy, ConfigError, DeliveryFuture,
+    ProduceError, Producer, ProducerConfig, ProducerMetrics, ProducerRecord, RecordMetadata,
+    TimeoutError, TransactionAction, TransactionError, TransactionState, TransactionalIdPolicy,
 };
 // The protocol's types that the API shows: in errors, in records, in the configuration.
 pub use protocol::record::{Compression, Header, OwnedHeader};

@@ -20,11 +20,6 @@ mod shared;
 mod sticky;
 mod validation;
 
-/// The error `before_checkpoint` returns.
-pub mod checkpoint_error {
-    pub use super::checkpoint::ConsumerCheckpointError;
-}
-
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,7 +32,7 @@ use parking_lot::Mutex;
 pub use self::assignor::AssignorKind;
 pub use self::config::{AutoOffsetReset, ConfigError, ConsumerConfig, GroupProtocol};
 use self::coordinator::{CommitOffsets, CommitReply};
-pub use self::error::ConsumerError;
+pub use self::error::{ConsumerCheckpointError, ConsumerError};
 use self::network_thread::{Command, ConsumerNetworkThread};
 pub use self::rebalance::{ConsumerRebalanceListener, NoopListener};
 pub use self::record::{

@@ -5,10 +5,6 @@
 
 mod accumulator;
 pub(crate) mod checkpoint;
-/// The error `before_checkpoint` returns.
-pub mod checkpoint_error {
-    pub use super::checkpoint::CheckpointDrainError;
-}
 pub mod config;
 pub mod delivery;
 mod error;
@@ -32,7 +28,7 @@ pub use self::config::{
     Acks, CheckpointTransactionPolicy, ConfigError, ProducerConfig, TransactionalIdPolicy,
 };
 pub use self::delivery::{Callback, DeliveryFuture};
-pub use self::error::{ProduceError, TimeoutError};
+pub use self::error::{CheckpointDrainError, ProduceError, TimeoutError};
 use self::metrics::Counters;
 pub use self::metrics::ProducerMetrics;
 pub use self::record::{ProducerRecord, RecordMetadata};
