@@ -176,6 +176,81 @@ impl CommonConfig {
     }
 }
 
+/// The mechanics both clients' configurations share, written once: a configuration is the
+/// [`CommonConfig`] plus the client's own keys, and only those keys (their parsing, their
+/// checks) are the client's. Setting a key resolves its config provider references, offers it
+/// to the common (and security) keys, then to the client's, and records it as set; an unknown
+/// key or a bad value is an error naming both.
+pub(crate) trait ClientConfig: Default {
+    /// `producer` or `consumer`: where the key list is, for the unknown-key error.
+    const CLIENT: &'static str;
+    /// Every key the client accepts, common ones included.
+    const KEYS: &'static [&'static str];
+
+    /// The common settings.
+    fn common(&mut self) -> &mut CommonConfig;
+    /// The keys set so far (by `set` or a builder).
+    fn explicit(&mut self) -> &mut Vec<&'static str>;
+    /// Sets one of the client's own keys from its (resolved) value; `Ok(false)` when `key` is
+    /// not one of them.
+    fn set_own(&mut self, key: &str, v: &str) -> Result<bool, ConfigError>;
+    /// Checks the whole configuration.
+    fn validate(&mut self) -> Result<(), ConfigError>;
+
+    /// Defaults, with `bootstrap.servers`.
+    fn with_bootstrap(bootstrap_servers: &str) -> Result<Self, ConfigError> {
+        let mut c = Self::default();
+        c.set_key("bootstrap.servers", bootstrap_servers)?;
+        Ok(c)
+    }
+
+    /// Defaults, then every pair set in order, then validated.
+    fn from_pairs<K, V>(props: impl IntoIterator<Item = (K, V)>) -> Result<Self, ConfigError>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut c = Self::default();
+        for (k, v) in props {
+            c.set_key(k.as_ref(), v.as_ref())?;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Sets one key from its string value.
+    fn set_key(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let resolved = self.common().resolve_now(key, value)?;
+        let v = &*resolved;
+        if let Some(k) = self.common().set(key, v)? {
+            self.mark_set(k);
+            return Ok(());
+        }
+        if !self.set_own(key, v)? {
+            return Err(ConfigError::new(
+                key,
+                v,
+                format!(
+                    "unknown key (see kafka_client::{}::config::KEYS)",
+                    Self::CLIENT
+                ),
+            ));
+        }
+        if let Some(k) = Self::KEYS.iter().find(|k| **k == key) {
+            self.mark_set(k);
+        }
+        Ok(())
+    }
+
+    /// Records `key` as set explicitly.
+    fn mark_set(&mut self, key: &'static str) {
+        let explicit = self.explicit();
+        if !explicit.contains(&key) {
+            explicit.push(key);
+        }
+    }
+}
+
 /// Lists of keys ([`COMMON_KEYS`], [`SECURITY_KEYS`], a client's own) as one constant list.
 pub(crate) const fn concat_keys<const N: usize>(lists: &[&[&'static str]]) -> [&'static str; N] {
     let mut out = [""; N];
@@ -202,6 +277,52 @@ pub(crate) const fn keys_len(lists: &[&[&'static str]]) -> usize {
     }
     n
 }
+
+/// The entry points of a configuration type that implements [`ClientConfig`]: `new`,
+/// `from_properties`, `from_properties_text`, `set`, `explicit_keys`, and the `mark` its
+/// builders call. One definition, so both clients read and set keys the same way.
+macro_rules! client_config_api {
+    ($client:literal) => {
+        /// Defaults, with `bootstrap.servers` (e.g. `"127.0.0.1:9092,127.0.0.1:9093"`).
+        pub fn new(bootstrap_servers: &str) -> Result<Self, ConfigError> {
+            <Self as $crate::config::ClientConfig>::with_bootstrap(bootstrap_servers)
+        }
+
+        #[doc = concat!("Reads `key=value` pairs (Java's ", $client, " keys) and validates the result.")]
+        pub fn from_properties<K, V>(
+            props: impl IntoIterator<Item = (K, V)>,
+        ) -> Result<Self, ConfigError>
+        where
+            K: AsRef<str>,
+            V: AsRef<str>,
+        {
+            <Self as $crate::config::ClientConfig>::from_pairs(props)
+        }
+
+        /// Reads a Java `.properties`-style text: `key=value` lines, `#` and `!` comments.
+        pub fn from_properties_text(text: &str) -> Result<Self, ConfigError> {
+            Self::from_properties($crate::config::properties_pairs(text)?)
+        }
+
+        /// Sets one key from its string value, as in Java properties. An unknown key or a bad
+        /// value is an error naming both.
+        pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, ConfigError> {
+            <Self as $crate::config::ClientConfig>::set_key(self, key, value)?;
+            Ok(self)
+        }
+
+        /// Keys set explicitly (by `set` or a builder method).
+        pub fn explicit_keys(&self) -> &[&'static str] {
+            &self.explicit
+        }
+
+        fn mark(&mut self, key: &'static str) -> &mut Self {
+            <Self as $crate::config::ClientConfig>::mark_set(self, key);
+            self
+        }
+    };
+}
+pub(crate) use client_config_api;
 
 /// The builder methods of the common keys, for a configuration type with a `common:
 /// CommonConfig` field and a `mark(&mut self, &'static str)` method that records a key as set.
