@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use kafka_client::ProduceError;
-use kafka_client::protocol::ErrorCode;
-use kafka_client::protocol::{ApiKey, messages::ProduceResponse};
+use kafka_client::testing::protocol::ErrorCode;
+use kafka_client::testing::protocol::{ApiKey, messages::ProduceResponse};
 
 mod support;
 use support::clients::{T, WAIT, producer, send, values};

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use super::accumulator::{ProducerBatch, RecordAccumulator};
 use super::config::{Acks, ProducerConfig};
+use super::error::ProduceError;
 use super::idempotence::{Idempotence, ProducerIdAndEpoch, ProducerIdState, Restart};
 use super::metrics::Counters;
 use super::transaction::TransactionManager;
 use super::transaction::io::{Effects, TxnCall, TxnIo};
-use crate::error::ProduceError;
 use crate::network::{Completion, Event, MetadataContext, Net, NetworkClient, NetworkError};
 use crate::protocol::messages::{
     InitProducerIdRequest, MetadataRequest, ProduceRequest, ProduceResponse,

@@ -32,65 +32,65 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kafka_client::protocol::messages::add_offsets_to_txn::{
+use kafka_client::testing::protocol::messages::add_offsets_to_txn::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
 };
-use kafka_client::protocol::messages::add_partitions_to_txn::{
+use kafka_client::testing::protocol::messages::add_partitions_to_txn::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
 };
-use kafka_client::protocol::messages::consumer_group_heartbeat::{
+use kafka_client::testing::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicIdPartitions,
 };
-use kafka_client::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
-use kafka_client::protocol::messages::fetch::{
+use kafka_client::testing::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
+use kafka_client::testing::protocol::messages::fetch::{
     FetchPartitionData, FetchRequest, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch,
 };
-use kafka_client::protocol::messages::find_coordinator::{
+use kafka_client::testing::protocol::messages::find_coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
 };
-use kafka_client::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
-use kafka_client::protocol::messages::init_producer_id::{
+use kafka_client::testing::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use kafka_client::testing::protocol::messages::init_producer_id::{
     InitProducerIdRequest, InitProducerIdResponse,
 };
-use kafka_client::protocol::messages::join_group::{
+use kafka_client::testing::protocol::messages::join_group::{
     JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember,
 };
-use kafka_client::protocol::messages::leave_group::{
+use kafka_client::testing::protocol::messages::leave_group::{
     LeaveGroupRequest, LeaveGroupResponse, MemberResponse,
 };
-use kafka_client::protocol::messages::list_offsets::{
+use kafka_client::testing::protocol::messages::list_offsets::{
     EARLIEST_TIMESTAMP, ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse,
     ListOffsetsTopicResponse,
 };
-use kafka_client::protocol::messages::metadata::{
+use kafka_client::testing::protocol::messages::metadata::{
     MetadataBroker, MetadataPartition, MetadataTopic,
 };
-use kafka_client::protocol::messages::offset_commit::{
+use kafka_client::testing::protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitResponse, OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 };
-use kafka_client::protocol::messages::offset_fetch::{
+use kafka_client::testing::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
     OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
 };
-use kafka_client::protocol::messages::offset_for_leader_epoch::{
+use kafka_client::testing::protocol::messages::offset_for_leader_epoch::{
     EpochEndOffset, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
     OffsetForLeaderTopicResult,
 };
-use kafka_client::protocol::messages::produce::{
+use kafka_client::testing::protocol::messages::produce::{
     PartitionProduceResponse, ProduceRequest, TopicProduceResponse,
 };
-use kafka_client::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
-use kafka_client::protocol::messages::txn_offset_commit::{
+use kafka_client::testing::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
+use kafka_client::testing::protocol::messages::txn_offset_commit::{
     TxnOffsetCommitRequest, TxnOffsetCommitResponse, TxnOffsetCommitTopicResult,
 };
-use kafka_client::protocol::messages::{
+use kafka_client::testing::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceResponse,
     api_versions::ApiVersion,
 };
-use kafka_client::protocol::primitives::{Reader, Uuid};
-use kafka_client::protocol::record::{BATCH_HEADER_SIZE, RecordBatch};
-use kafka_client::protocol::{ApiKey, ErrorCode, Request, RequestHeader, ResponseHeader};
+use kafka_client::testing::protocol::primitives::{Reader, Uuid};
+use kafka_client::testing::protocol::record::{BATCH_HEADER_SIZE, RecordBatch};
+use kafka_client::testing::protocol::{ApiKey, ErrorCode, Request, RequestHeader, ResponseHeader};
 
 /// A decoded request.
 #[derive(Debug, Clone)]
@@ -131,7 +131,7 @@ impl Produce {
         self.partitions
             .iter()
             .flat_map(|(t, p, data)| {
-                kafka_client::protocol::record::decode_batches(data)
+                kafka_client::testing::protocol::record::decode_batches(data)
                     .unwrap()
                     .into_iter()
                     .map(move |b| (t.clone(), *p, b))
@@ -444,7 +444,7 @@ impl FakeCluster {
             m.topics[topic].1[partition as usize]
                 .batches
                 .iter()
-                .flat_map(|b| kafka_client::protocol::record::decode_batches(b).unwrap())
+                .flat_map(|b| kafka_client::testing::protocol::record::decode_batches(b).unwrap())
                 .flat_map(|b| b.records)
                 .map(|r| r.value.unwrap_or_default())
                 .collect()
@@ -639,7 +639,7 @@ fn serve(mut stream: TcpStream, node: i32, conn: u64, inner: Arc<Inner>) {
 
 /// Whether `api` in `version` uses the flexible (v2) request header.
 fn flexible(api: ApiKey, version: i16) -> bool {
-    use kafka_client::protocol::messages::*;
+    use kafka_client::testing::protocol::messages::*;
     let from = match api {
         ApiKey::ApiVersions => ApiVersionsRequest::FLEXIBLE_FROM,
         ApiKey::Metadata => MetadataRequest::FLEXIBLE_FROM,

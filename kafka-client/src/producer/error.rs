@@ -1,9 +1,11 @@
-//! What can go wrong with a record, typed, with what a user needs to act on it.
+//! What can go wrong with a record ([`ProduceError`]), a `flush()`/`close()`
+//! ([`TimeoutError`]) or a checkpoint ([`CheckpointDrainError`]), typed, with what a user
+//! needs to act on it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::producer::TransactionError;
+use super::transaction::error::TransactionError;
 use crate::protocol::ErrorCode;
 
 /// Why a record was not delivered (or not accepted). Cloned to every record of a failed
@@ -138,4 +140,33 @@ pub struct TimeoutError {
     pub after: Duration,
     /// Records still pending.
     pub pending_records: usize,
+}
+
+/// Why `before_checkpoint` refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointDrainError {
+    /// Records were still unacknowledged at `checkpoint.drain.timeout.ms`.
+    #[error("kafka producer {client_id}: cannot checkpoint: {detail}")]
+    NotDrained {
+        /// The producer.
+        client_id: String,
+        /// What was left.
+        detail: String,
+    },
+    /// The sender thread is gone (producer closed) or did not answer.
+    #[error("kafka producer {client_id}: sender thread did not answer the checkpoint request")]
+    NoSender {
+        /// The producer.
+        client_id: String,
+    },
+    /// The open transaction did not end in time (`checkpoint.transaction.policy=wait`), or
+    /// its abort did not finish.
+    #[error("kafka producer {client_id}: cannot checkpoint: {detail}")]
+    TransactionOpen {
+        /// The producer.
+        client_id: String,
+        /// What was left.
+        detail: String,
+    },
 }

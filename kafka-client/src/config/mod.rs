@@ -1,39 +1,32 @@
 //! What the producer's and the consumer's configurations share: the settings every client has
-//! ([`CommonConfig`], Java's `CommonClientConfigs`) with their one parser, the error that names
-//! a bad key and value, and the parsing of Java-style property values and `.properties` text.
+//! ([`CommonConfig`], Java's `CommonClientConfigs`) with their one parser, and, in `value`, the
+//! error that names a bad key and value ([`ConfigError`]) and the parsing of Java-style property
+//! values and `.properties` text. The connection layer's security settings
+//! ([`SecurityConfig`]) take their errors from `value` too, so this module and theirs do not
+//! import each other.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
-use crate::network::metadata::{BootstrapServer, parse_bootstrap};
-pub use crate::network::security::SECURITY_KEYS;
-use crate::network::security::{SecurityConfig, resolved_late};
+pub(crate) mod value;
 
-/// A configuration key or value a client cannot accept.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid config {key}={value:?}: {reason}")]
-pub struct ConfigError {
-    /// The key.
-    pub key: String,
-    /// The value given.
-    pub value: String,
-    /// Why it was refused.
-    pub reason: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(key: &str, value: impl fmt::Display, reason: impl Into<String>) -> Self {
-        Self {
-            key: key.to_owned(),
-            value: value.to_string(),
-            reason: reason.into(),
-        }
-    }
-}
+pub use self::value::ConfigError;
+pub(crate) use self::value::{
+    INT_MS, LONG_MS, check_max, check_ms, check_wire_string, parse_bool, parse_ms, parse_num,
+    parse_with, properties_pairs,
+};
+pub use crate::network::metadata::BootstrapServer;
+use crate::network::metadata::parse_bootstrap;
+use crate::network::security::resolved_late;
+// The types of the security settings' fields, so that a configuration can be written field by
+// field as well as key by key.
+pub use crate::network::security::providers::ProviderError;
+pub use crate::network::security::tls::TlsVersion;
+pub use crate::network::security::{
+    ProviderKind, Providers, SECURITY_KEYS, SaslMechanism, Secret, SecurityConfig, SecurityProtocol,
+};
 
 /// The settings the producer and the consumer share: how to reach the cluster and how the
-/// connection layer ([`crate::network`]) behaves. Both configurations hold one as `common` and
+/// connection layer (`network`) behaves. Both configurations hold one as `common` and
 /// parse these keys with [`CommonConfig::set`], so a key means the same thing in both.
 #[derive(Debug, Clone)]
 pub struct CommonConfig {
@@ -183,6 +176,81 @@ impl CommonConfig {
     }
 }
 
+/// The mechanics both clients' configurations share, written once: a configuration is the
+/// [`CommonConfig`] plus the client's own keys, and only those keys (their parsing, their
+/// checks) are the client's. Setting a key resolves its config provider references, offers it
+/// to the common (and security) keys, then to the client's, and records it as set; an unknown
+/// key or a bad value is an error naming both.
+pub(crate) trait ClientConfig: Default {
+    /// `producer` or `consumer`: where the key list is, for the unknown-key error.
+    const CLIENT: &'static str;
+    /// Every key the client accepts, common ones included.
+    const KEYS: &'static [&'static str];
+
+    /// The common settings.
+    fn common(&mut self) -> &mut CommonConfig;
+    /// The keys set so far (by `set` or a builder).
+    fn explicit(&mut self) -> &mut Vec<&'static str>;
+    /// Sets one of the client's own keys from its (resolved) value; `Ok(false)` when `key` is
+    /// not one of them.
+    fn set_own(&mut self, key: &str, v: &str) -> Result<bool, ConfigError>;
+    /// Checks the whole configuration.
+    fn validate(&mut self) -> Result<(), ConfigError>;
+
+    /// Defaults, with `bootstrap.servers`.
+    fn with_bootstrap(bootstrap_servers: &str) -> Result<Self, ConfigError> {
+        let mut c = Self::default();
+        c.set_key("bootstrap.servers", bootstrap_servers)?;
+        Ok(c)
+    }
+
+    /// Defaults, then every pair set in order, then validated.
+    fn from_pairs<K, V>(props: impl IntoIterator<Item = (K, V)>) -> Result<Self, ConfigError>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut c = Self::default();
+        for (k, v) in props {
+            c.set_key(k.as_ref(), v.as_ref())?;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Sets one key from its string value.
+    fn set_key(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let resolved = self.common().resolve_now(key, value)?;
+        let v = &*resolved;
+        if let Some(k) = self.common().set(key, v)? {
+            self.mark_set(k);
+            return Ok(());
+        }
+        if !self.set_own(key, v)? {
+            return Err(ConfigError::new(
+                key,
+                v,
+                format!(
+                    "unknown key (see kafka_client::{}::config::KEYS)",
+                    Self::CLIENT
+                ),
+            ));
+        }
+        if let Some(k) = Self::KEYS.iter().find(|k| **k == key) {
+            self.mark_set(k);
+        }
+        Ok(())
+    }
+
+    /// Records `key` as set explicitly.
+    fn mark_set(&mut self, key: &'static str) {
+        let explicit = self.explicit();
+        if !explicit.contains(&key) {
+            explicit.push(key);
+        }
+    }
+}
+
 /// Lists of keys ([`COMMON_KEYS`], [`SECURITY_KEYS`], a client's own) as one constant list.
 pub(crate) const fn concat_keys<const N: usize>(lists: &[&[&'static str]]) -> [&'static str; N] {
     let mut out = [""; N];
@@ -209,6 +277,52 @@ pub(crate) const fn keys_len(lists: &[&[&'static str]]) -> usize {
     }
     n
 }
+
+/// The entry points of a configuration type that implements [`ClientConfig`]: `new`,
+/// `from_properties`, `from_properties_text`, `set`, `explicit_keys`, and the `mark` its
+/// builders call. One definition, so both clients read and set keys the same way.
+macro_rules! client_config_api {
+    ($client:literal) => {
+        /// Defaults, with `bootstrap.servers` (e.g. `"127.0.0.1:9092,127.0.0.1:9093"`).
+        pub fn new(bootstrap_servers: &str) -> Result<Self, ConfigError> {
+            <Self as $crate::config::ClientConfig>::with_bootstrap(bootstrap_servers)
+        }
+
+        #[doc = concat!("Reads `key=value` pairs (Java's ", $client, " keys) and validates the result.")]
+        pub fn from_properties<K, V>(
+            props: impl IntoIterator<Item = (K, V)>,
+        ) -> Result<Self, ConfigError>
+        where
+            K: AsRef<str>,
+            V: AsRef<str>,
+        {
+            <Self as $crate::config::ClientConfig>::from_pairs(props)
+        }
+
+        /// Reads a Java `.properties`-style text: `key=value` lines, `#` and `!` comments.
+        pub fn from_properties_text(text: &str) -> Result<Self, ConfigError> {
+            Self::from_properties($crate::config::properties_pairs(text)?)
+        }
+
+        /// Sets one key from its string value, as in Java properties. An unknown key or a bad
+        /// value is an error naming both.
+        pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, ConfigError> {
+            <Self as $crate::config::ClientConfig>::set_key(self, key, value)?;
+            Ok(self)
+        }
+
+        /// Keys set explicitly (by `set` or a builder method).
+        pub fn explicit_keys(&self) -> &[&'static str] {
+            &self.explicit
+        }
+
+        fn mark(&mut self, key: &'static str) -> &mut Self {
+            <Self as $crate::config::ClientConfig>::mark_set(self, key);
+            self
+        }
+    };
+}
+pub(crate) use client_config_api;
 
 /// The builder methods of the common keys, for a configuration type with a `common:
 /// CommonConfig` field and a `mark(&mut self, &'static str)` method that records a key as set.
@@ -275,138 +389,9 @@ macro_rules! common_builders {
 }
 pub(crate) use common_builders;
 
-/// The largest `*.ms` value of a key Java types as `int` (many are sent to the broker as
-/// int32).
-pub(crate) const INT_MS: u64 = i32::MAX as u64;
-/// The largest `*.ms` value of a key Java types as `long`.
-pub(crate) const LONG_MS: u64 = i64::MAX as u64;
-
-/// Checks a duration key is within `min_ms..=max_ms` (a timeout of 0 would fail everything at
-/// once; past Java's type the value cannot be meant, and deadlines computed from it would
-/// overflow).
-pub(crate) fn check_ms(
-    key: &str,
-    d: Duration,
-    min_ms: u64,
-    max_ms: u64,
-) -> Result<(), ConfigError> {
-    let ms = d.as_millis();
-    if ms < u128::from(min_ms) {
-        return Err(ConfigError::new(
-            key,
-            ms,
-            format!("must be at least {min_ms} ms"),
-        ));
-    }
-    if ms > u128::from(max_ms) {
-        return Err(ConfigError::new(
-            key,
-            ms,
-            format!("must be at most {max_ms} ms"),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks a number is at most `max` (Java's type of the key).
-pub(crate) fn check_max<T: PartialOrd + fmt::Display>(
-    key: &str,
-    n: T,
-    max: T,
-) -> Result<(), ConfigError> {
-    if n > max {
-        return Err(ConfigError::new(key, &n, format!("must be at most {max}")));
-    }
-    Ok(())
-}
-
-/// Checks a string sent in requests fits the protocol's 16-bit string length.
-pub(crate) fn check_wire_string(key: &str, s: &str) -> Result<(), ConfigError> {
-    if s.len() > i16::MAX as usize {
-        return Err(ConfigError::new(
-            key,
-            format!("{}…", s.chars().take(20).collect::<String>()),
-            format!("{} bytes: must be at most {}", s.len(), i16::MAX),
-        ));
-    }
-    Ok(())
-}
-
-/// A `*.ms` value.
-pub(crate) fn parse_ms(key: &str, v: &str) -> Result<Duration, ConfigError> {
-    v.trim()
-        .parse::<u64>()
-        .map(Duration::from_millis)
-        .map_err(|_| ConfigError::new(key, v, "expected a non-negative number of milliseconds"))
-}
-
-/// A number of at least `min`.
-pub(crate) fn parse_num<T>(key: &str, v: &str, min: T) -> Result<T, ConfigError>
-where
-    T: FromStr + PartialOrd + fmt::Display + Copy,
-{
-    let n: T = v
-        .trim()
-        .parse()
-        .map_err(|_| ConfigError::new(key, v, "expected a number"))?;
-    if n < min {
-        return Err(ConfigError::new(key, v, format!("must be at least {min}")));
-    }
-    Ok(n)
-}
-
-/// `true` or `false`.
-pub(crate) fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
-    match v.trim() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(ConfigError::new(key, v, "expected true or false")),
-    }
-}
-
-/// A value of a type that parses itself, its error being the reason (`acks`, `compression.type`,
-/// `auto.offset.reset`, …).
-pub(crate) fn parse_with<T: FromStr<Err = String>>(key: &str, v: &str) -> Result<T, ConfigError> {
-    v.parse().map_err(|r| ConfigError::new(key, v, r))
-}
-
-/// The `key=value` pairs of a Java `.properties`-style text: `#` and `!` comment lines, `=` or
-/// `:` between key and value.
-pub(crate) fn properties_pairs(text: &str) -> Result<Vec<(String, String)>, ConfigError> {
-    let mut pairs = Vec::new();
-    for line in text.lines().map(str::trim) {
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let (k, v) = line
-            .split_once('=')
-            .or_else(|| line.split_once(':'))
-            .ok_or_else(|| ConfigError::new(line, "", "expected key=value"))?;
-        pairs.push((k.trim().to_owned(), v.trim().to_owned()));
-    }
-    Ok(pairs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn values() {
-        assert_eq!(parse_ms("k", " 25 ").unwrap(), Duration::from_millis(25));
-        assert!(
-            parse_ms("k", "-1")
-                .unwrap_err()
-                .reason
-                .contains("milliseconds")
-        );
-        assert_eq!(parse_num("k", "3", 1usize).unwrap(), 3);
-        let e = parse_num("k", "0", 1usize).unwrap_err();
-        assert_eq!((e.key.as_str(), e.value.as_str()), ("k", "0"));
-        assert!(e.reason.contains("at least 1"));
-        assert!(parse_bool("k", "yes").is_err());
-        assert!(parse_bool("k", "true").unwrap());
-    }
 
     #[test]
     fn common_keys() {
