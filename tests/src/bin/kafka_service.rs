@@ -432,7 +432,7 @@ impl Service {
                 // would compete with the page daemon and the producer, and read its pages
                 // on demand instead of checking what the load brought in).
                 let t = Instant::now();
-                if let Err(e) = crac_criu::lazy::wait_own_memory_in(Duration::from_secs(300)) {
+                if let Err(e) = crac_criu::wait_own_memory_in(Duration::from_secs(300)) {
                     fail(&format!("state check after the restore: {e}"));
                 }
                 let waited_ms = t.elapsed().as_millis();

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use crac_api::{CheckpointMode, CheckpointOptions, Core};
 
-use crate::dir::{self, Access, Dir};
+use crate::image::dir::{self, Access, Dir};
 use crate::sys;
 
 /// The real-time signal that asks a process to checkpoint itself: `SIGRTMIN+6`.
@@ -94,7 +94,7 @@ pub fn open_channel(uid: u32, xdg: Option<&std::ffi::OsStr>, create: bool) -> st
         check_private(&p, uid)?;
         p
     } else {
-        run_crac(create && me == 0).map_err(|e| {
+        crate::run_dir::open(create && me == 0).map_err(|e| {
             other(format!(
                 "{e}; as root, create {} for the service's user (install -d -m 0700 -o USER \
                  {}), or give the service an XDG_RUNTIME_DIR",
@@ -122,24 +122,6 @@ pub fn open_channel(uid: u32, xdg: Option<&std::ffi::OsStr>, create: bool) -> st
     };
     check_private(&d, uid)?;
     Ok(d)
-}
-
-/// `/run/crac`, root's directory of crac's runtime state (per-user channels, the kdat stamp);
-/// with `create` (root only) made `0755` if missing. Refused unless root's alone.
-pub(crate) fn run_crac(create: bool) -> std::io::Result<Dir> {
-    let run = Dir::open(Path::new("/run"))?;
-    let crac = if create {
-        let d = run.subdir_mode("crac", 0o755)?;
-        sys::fchmod(d.fd(), 0o755)?;
-        d
-    } else {
-        run.open_subdir("crac")
-            .map_err(|e| other(format!("/run/crac: {e}")))?
-    };
-    let m = crac.metadata()?;
-    dir::check_owner_mode(&m, 0, Access::Write)
-        .map_err(|why| other(format!("/run/crac is not root's alone ({why:?})")))?;
-    Ok(crac)
 }
 
 /// Name of a control file of `pid` for request `token` with extension `ext`
@@ -225,7 +207,7 @@ fn handle(sender: i32, uid: u32, token: i32) {
             _ => {}
         }
     }
-    let dir = crate::engine::Config::resolve(&options)
+    let dir = crate::checkpoint::engine::Config::resolve(&options)
         .map(|c| c.image_dir.display().to_string())
         .unwrap_or_default();
     let write = |ext: &str, text: &str| {
@@ -399,8 +381,9 @@ fn stopped(pid: i32, dir: Option<PathBuf>) -> Result<Answer, String> {
     };
     let image = Dir::open(&d).map_err(|e| format!("{}: {e}", d.display()))?;
     // Its dump helper may still be sealing the image.
-    crate::manifest::wait_sealed(&image, Duration::from_secs(120)).map_err(|e| e.to_string())?;
-    match image.stat(crate::manifest::MANIFEST_FILE) {
+    crate::image::manifest::wait_sealed(&image, Duration::from_secs(120))
+        .map_err(|e| e.to_string())?;
+    match image.stat(crate::image::manifest::MANIFEST_FILE) {
         Ok(Some(_)) => Ok(Answer::Stopped(d)),
         _ => Err(format!(
             "process {pid} exited during the checkpoint and {} holds no complete, sealed image",

@@ -4,15 +4,18 @@
 use std::fs;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
 
 use crac_api::spi::{Engine, EngineOutcome, RestoreData};
 use crac_api::{CheckpointMode, CheckpointOptions};
 
+use super::{fdcheck, helper};
+use crate::criu::{self, rpc};
 use crate::error::{Error, ErrorKind};
-use crate::image::{self, Metadata, StdFd};
-use crate::{criu, fdcheck, helper, rpc, sys};
+use crate::image::dir::Dir;
+use crate::image::metadata::{self, Metadata, StdFd};
+use crate::sys;
 
 /// Where images go when the options name no directory.
 pub const CHECKPOINT_TO_ENV: &str = "CRAC_CHECKPOINT_TO";
@@ -20,9 +23,6 @@ pub const CHECKPOINT_TO_ENV: &str = "CRAC_CHECKPOINT_TO";
 pub const CHECKPOINT_MODE_ENV: &str = "CRAC_CHECKPOINT_MODE";
 /// CRIU's log level for the dump log (0–4, default 4).
 pub const LOG_LEVEL_ENV: &str = "CRAC_CRIU_LOG_LEVEL";
-
-/// First record of what the restorer sends through the configuration pipe.
-pub(crate) const RESTORE_PAYLOAD_MAGIC: &str = "crac-restore 1";
 
 /// The CRIU engine. Linked with `use crac_criu as _;`, it ranks above the noop engine.
 #[derive(Debug)]
@@ -101,30 +101,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// The relevant lines of CRIU's log: every `Error (` line but the harmless RLIMIT one (at most
-/// 12), or, without any, the log's last lines.
-pub fn log_errors(log: &Path) -> String {
-    let Ok(text) = fs::read_to_string(log) else {
-        return format!("(no log at {})", log.display());
-    };
-    let errors: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("Error (") && !l.contains("RLIMIT_NOFILE"))
-        .map(str::trim)
-        .take(12)
-        .collect();
-    if errors.is_empty() {
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = &lines[lines.len().saturating_sub(5)..];
-        return format!(
-            "no error line in {}; its end: {}",
-            log.display(),
-            tail.join(" | ")
-        );
-    }
-    errors.join("\n  ")
-}
-
 fn thread_ids() -> Vec<i32> {
     let mut v: Vec<i32> = fs::read_dir("/proc/self/task")
         .map(|d| {
@@ -143,25 +119,108 @@ fn pipe_key(fd: &impl AsRawFd) -> String {
         .unwrap_or_default()
 }
 
-/// Takes the image of this process as configured.
+/// Takes the image of this process as configured: the checks before CRIU may run, the image's
+/// metadata, the dump, and what the answer means (restored, or the original going on).
 pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
     let started = Instant::now();
+    let (criu, dir, scan) = preflight(cfg)?;
+    // The pipe a restorer feeds new configuration through: only the read end goes into the
+    // image. Restored by plain `criu restore` it has no writer and reads as empty.
+    let (env_r, env_w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
+    drop(env_w);
+    let leave_running = cfg.mode == CheckpointMode::LeaveRunning;
+    let external: Vec<String> = scan
+        .external_unix
+        .iter()
+        .map(|ino| format!("unix[{ino}]"))
+        .collect();
+    write_metadata(&dir, leave_running, &external, &env_r)?;
+    let log_level = std::env::var(LOG_LEVEL_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let opts = rpc::DumpOpts {
+        images_dir_fd: dir.fd().as_raw_fd(),
+        leave_running,
+        shell_job: true,
+        file_locks: false,
+        log_level,
+        log_file: metadata::DUMP_LOG.to_owned(),
+        external,
+        unprivileged: criu::unprivileged(),
+        ..rpc::DumpOpts::default()
+    };
+    let timeout = criu::criu_timeout()?;
+    let shown = dir.path().to_owned();
+    let dump_log = shown.join(metadata::DUMP_LOG);
+    let t = Instant::now();
+    let (resp, status) = dump(&criu, &dir, &opts, timeout, &dump_log)?;
+    if !resp.success {
+        return Err(Error::new(
+            ErrorKind::Snapshot,
+            format!(
+                "criu could not dump this process (errno {}); from {}:\n  {}",
+                resp.cr_errno.unwrap_or(0),
+                dump_log.display(),
+                crate::criu::log::log_errors(&dump_log)
+            ),
+        ));
+    }
+    if resp.restored {
+        let (new_env, restore_started) = read_restore_payload(env_r);
+        tracing::info!(
+            dir = %shown.display(),
+            vars = new_env.len(),
+            "restored from image"
+        );
+        return Ok(EngineOutcome::Restored(RestoreData {
+            image_dir: Some(shown),
+            new_env,
+            restore_started,
+        }));
+    }
+    let dump_ms = ms(t.elapsed());
+    // CRIU ends once the socket closes; then the helper seals the image.
+    let sealed = helper::read_status(&status, timeout);
+    if !sealed.starts_with("sealed") {
+        return Err(Error::new(
+            ErrorKind::Snapshot,
+            format!(
+                "the image in {} was written but not sealed with its manifest ({sealed}), so \
+                 it cannot be restored; the process goes on",
+                shown.display()
+            ),
+        ));
+    }
+    tracing::info!(
+        dump_ms,
+        total_ms = ms(started.elapsed()),
+        dir = %shown.display(),
+        sealed = %sealed,
+        "image written; process continues"
+    );
+    Ok(EngineOutcome::Continued { image_dir: shown })
+}
+
+/// What must hold before CRIU runs: a usable criu, this process's own pages all in (after a
+/// lazy restore), the image directory, no descriptor CRIU cannot take, a dumpable session.
+fn preflight(cfg: &Config) -> Result<(criu::Criu, Dir, fdcheck::Scan), Error> {
     let criu = {
         let _s = tracing::info_span!("find_criu").entered();
         criu::check_privileges()?;
         let criu = criu::find()?;
         // So that CRIU loads its kernel probe instead of probing (see kdat.rs).
-        crate::kdat::facts(&criu, helper::criu_timeout()?);
+        crate::criu::kdat::facts(&criu, criu::criu_timeout()?);
         criu
     };
     {
         // A copy restored lazily may still be receiving its pages: they must all be in first.
         let _s = tracing::info_span!("lazy_pages_in").entered();
-        crate::lazy::wait_own_memory_in(helper::criu_timeout()?)?;
+        super::memory::wait_own_memory_in(criu::criu_timeout()?)?;
     }
     let dir = {
         let _s = tracing::info_span!("prepare_image_dir").entered();
-        image::prepare_dir(&cfg.image_dir)?
+        metadata::prepare_dir(&cfg.image_dir)?
     };
     let scan = {
         let _s = tracing::info_span!("fd_check").entered();
@@ -184,161 +243,104 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
         ensure_dumpable_session()?;
     }
 
-    // The pipe a restorer feeds new configuration through: only the read end goes into the
-    // image. Restored by plain `criu restore` it has no writer and reads as empty.
-    let (env_r, env_w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
-    drop(env_w);
+    Ok((criu, dir, scan))
+}
+
+/// Writes the image's metadata (`crac-image.txt`): what a restore checks and needs.
+fn write_metadata(
+    dir: &Dir,
+    leave_running: bool,
+    external: &[String],
+    env_r: &OwnedFd,
+) -> Result<(), Error> {
     let stdio: Vec<StdFd> = (0..=2)
         .map(|fd| {
             let (target, flags) = fdcheck::describe_fd(fd);
             StdFd { fd, target, flags }
         })
         .collect();
-    let generation = crac_api::Core::management().generation();
-    let leave_running = cfg.mode == CheckpointMode::LeaveRunning;
-    let external: Vec<String> = scan
-        .external_unix
-        .iter()
-        .map(|ino| format!("unix[{ino}]"))
-        .collect();
     let meta = Metadata {
-        build_id: image::own_build_id().to_owned(),
+        build_id: crate::image::build_id::own_build_id().to_owned(),
         exe: fs::read_link("/proc/self/exe").unwrap_or_default(),
         pid: std::process::id() as i32,
         tids: thread_ids(),
-        generation,
+        generation: crac_api::Core::management().generation(),
         checkpoint_time: Some(SystemTime::now()),
         leave_running,
         stdio,
-        env_fd: Some((env_r.as_raw_fd(), pipe_key(&env_r))),
-        external: external.clone(),
-        cpu_features: crate::cpu::host_features()
+        env_fd: Some((env_r.as_raw_fd(), pipe_key(env_r))),
+        external: external.to_vec(),
+        image_dir: Some(pipe_key(dir.fd()).trim_start_matches('/').to_owned())
+            .filter(|k| !k.is_empty()),
+        cpu_features: crate::image::cpu::host_features()
             .into_iter()
             .map(str::to_owned)
             .collect(),
     };
-    meta.write(&dir)?;
+    meta.write(dir)
+}
 
-    let log_level = std::env::var(LOG_LEVEL_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4);
-    let opts = rpc::DumpOpts {
-        images_dir_fd: dir.fd().as_raw_fd(),
-        leave_running,
-        shell_job: true,
-        file_locks: false,
-        log_level,
-        log_file: image::DUMP_LOG.to_owned(),
-        external,
-        unprivileged: criu::unprivileged(),
-        ..rpc::DumpOpts::default()
-    };
-    let timeout = helper::criu_timeout()?;
+/// Starts the dump helper, sends CRIU the dump request and waits for its answer (bounded):
+/// the response, and the helper's status descriptor. In a restored copy this returns with the
+/// answer the restoring CRIU left.
+fn dump(
+    criu: &criu::Criu,
+    dir: &Dir,
+    opts: &rpc::DumpOpts,
+    timeout: Duration,
+    dump_log: &std::path::Path,
+) -> Result<(rpc::Response, OwnedFd), Error> {
     let (mine, theirs) = sys::seqpacket_pair().map_err(|e| io_err("socketpair", e))?;
     let status = {
         let _s = tracing::info_span!("spawn_criu").entered();
-        helper::start(&criu.path, &theirs, &dir, timeout)?
+        helper::start(&criu.path, &theirs, dir, timeout)?
     };
     drop(theirs);
-
-    let req = rpc::encode_request(rpc::ReqType::Dump, Some(&opts));
-    let shown = dir.path().to_owned();
-    let dump_log = shown.join(image::DUMP_LOG);
-    let dump_span = tracing::info_span!("criu_dump", dir = %shown.display(), leave_running);
-    let t = Instant::now();
-    let resp = {
-        let _s = dump_span.enter();
-        sys::send(&mine, &req).map_err(|e| io_err("send the dump request to criu", e))?;
-        // Blocks while CRIU freezes and dumps this process. With stop-after-dump a successful
-        // dump never returns here in the original: CRIU kills it. A restored copy wakes here
-        // with the reply the restoring CRIU left on this socket. The helper stops a CRIU that
-        // overruns its time; the margin covers a helper that died.
-        let bound = (timeout + Duration::from_secs(30))
-            .as_millis()
-            .min(i32::MAX as u128);
-        if !sys::poll_readable(&mine, bound as i32).map_err(|e| io_err("wait for criu", e))? {
-            return Err(Error::new(
-                ErrorKind::Snapshot,
-                format!(
-                    "criu did not answer the dump request within {:.0} s and its helper did \
-                     not stop it; {}",
-                    timeout.as_secs_f64(),
-                    log_errors(&dump_log)
-                ),
-            ));
-        }
-        let mut buf = vec![0u8; 64 * 1024];
-        // A CRIU that was stopped closes its end: 0 bytes, or ECONNRESET for a packet socket.
-        let n = match sys::recv(&mine, &mut buf) {
-            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => 0,
-            r => r.map_err(|e| io_err("read criu's reply", e))?,
-        };
-        if n == 0 {
-            let why = helper::read_status(&status, Duration::from_secs(10));
-            let what = match why.strip_prefix("timeout ") {
-                Some(s) => format!(
-                    "criu did not finish the dump within {s} s ({}) and was stopped; the \
-                     process goes on",
-                    helper::TIMEOUT_ENV
-                ),
-                None => format!("criu exited without answering the dump request ({why})"),
-            };
-            return Err(Error::new(
-                ErrorKind::Snapshot,
-                format!("{what}; {}", log_errors(&dump_log)),
-            ));
-        }
-        rpc::decode_response(&buf[..n])
-            .map_err(|e| Error::new(ErrorKind::Snapshot, e.to_string()))?
+    let req = rpc::encode_request(rpc::ReqType::Dump, Some(opts));
+    let _s = tracing::info_span!("criu_dump", dir = %dir.path().display(), leave_running = opts.leave_running).entered();
+    sys::send(&mine, &req).map_err(|e| io_err("send the dump request to criu", e))?;
+    // Blocks while CRIU freezes and dumps this process. With stop-after-dump a successful
+    // dump never returns here in the original: CRIU kills it. A restored copy wakes here
+    // with the reply the restoring CRIU left on this socket. The helper stops a CRIU that
+    // overruns its time; the margin covers a helper that died.
+    let bound = (timeout + Duration::from_secs(30))
+        .as_millis()
+        .min(i32::MAX as u128);
+    if !sys::poll_readable(&mine, bound as i32).map_err(|e| io_err("wait for criu", e))? {
+        return Err(Error::new(
+            ErrorKind::Snapshot,
+            format!(
+                "criu did not answer the dump request within {:.0} s and its helper did \
+                 not stop it; {}",
+                timeout.as_secs_f64(),
+                crate::criu::log::log_errors(dump_log)
+            ),
+        ));
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    // A CRIU that was stopped closes its end: 0 bytes, or ECONNRESET for a packet socket.
+    let n = match sys::recv(&mine, &mut buf) {
+        Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => 0,
+        r => r.map_err(|e| io_err("read criu's reply", e))?,
     };
-    drop(mine);
-
-    if !resp.success {
+    if n == 0 {
+        let why = helper::read_status(&status, Duration::from_secs(10));
+        let what = match why.strip_prefix("timeout ") {
+            Some(s) => format!(
+                "criu did not finish the dump within {s} s ({}) and was stopped; the \
+                 process goes on",
+                criu::TIMEOUT_ENV
+            ),
+            None => format!("criu exited without answering the dump request ({why})"),
+        };
         return Err(Error::new(
             ErrorKind::Snapshot,
-            format!(
-                "criu could not dump this process (errno {}); from {}:\n  {}",
-                resp.cr_errno.unwrap_or(0),
-                dump_log.display(),
-                log_errors(&dump_log)
-            ),
+            format!("{what}; {}", crate::criu::log::log_errors(dump_log)),
         ));
     }
-    if resp.restored {
-        let (new_env, restore_started) = read_restore_payload(env_r);
-        tracing::info!(
-            dir = %shown.display(),
-            vars = new_env.len(),
-            "restored from image"
-        );
-        return Ok(EngineOutcome::Restored(RestoreData {
-            image_dir: Some(shown),
-            new_env,
-            restore_started,
-        }));
-    }
-    let dump_ms = ms(t.elapsed());
-    // CRIU ends once the socket closes (above); then the helper seals the image.
-    let sealed = helper::read_status(&status, timeout);
-    if !sealed.starts_with("sealed") {
-        return Err(Error::new(
-            ErrorKind::Snapshot,
-            format!(
-                "the image in {} was written but not sealed with its manifest ({sealed}), so \
-                 it cannot be restored; the process goes on",
-                shown.display()
-            ),
-        ));
-    }
-    tracing::info!(
-        dump_ms,
-        total_ms = ms(started.elapsed()),
-        dir = %shown.display(),
-        sealed = %sealed,
-        "image written; process continues"
-    );
-    Ok(EngineOutcome::Continued { image_dir: shown })
+    let resp = rpc::decode_response(&buf[..n])
+        .map_err(|e| Error::new(ErrorKind::Snapshot, e.to_string()))?;
+    Ok((resp, status))
 }
 
 /// CRIU refuses a process whose session leader lives outside its PID namespace ("A session
@@ -396,63 +398,12 @@ fn read_restore_payload(r: OwnedFd) -> (Vec<(String, String)>, Option<SystemTime
     if f.read_to_end(&mut data).is_err() {
         return (Vec::new(), None);
     }
-    parse_restore_payload(&data)
-}
-
-/// Parses the configuration payload (see [`encode_restore_payload`]).
-pub fn parse_restore_payload(data: &[u8]) -> (Vec<(String, String)>, Option<SystemTime>) {
-    let text = String::from_utf8_lossy(data);
-    let mut recs = text.split('\0');
-    if recs.next() != Some(RESTORE_PAYLOAD_MAGIC) {
-        return (Vec::new(), None);
-    }
-    let mut env = Vec::new();
-    let mut started = None;
-    for r in recs {
-        if let Some(ns) = r.strip_prefix("started_ns=") {
-            started = ns
-                .parse::<u64>()
-                .ok()
-                .map(|ns| UNIX_EPOCH + Duration::from_nanos(ns));
-        } else if let Some(kv) = r.strip_prefix("env=")
-            && let Some((k, v)) = kv.split_once('=')
-        {
-            env.push((k.to_owned(), v.to_owned()));
-        }
-    }
-    (env, started)
-}
-
-/// Encodes the configuration payload a restorer writes into the restored process's pipe.
-pub fn encode_restore_payload(env: &[(String, String)], started: SystemTime) -> Vec<u8> {
-    let mut s = String::from(RESTORE_PAYLOAD_MAGIC);
-    let ns = started
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    s.push_str(&format!("\0started_ns={ns}"));
-    for (k, v) in env {
-        s.push_str(&format!("\0env={k}={v}"));
-    }
-    s.into_bytes()
+    crate::image::payload::parse_restore_payload(&data)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn payload_round_trip() {
-        let t = UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_789);
-        let env = vec![
-            ("A".to_owned(), "1".to_owned()),
-            ("B".to_owned(), "x=y".to_owned()),
-        ];
-        let (e, s) = parse_restore_payload(&encode_restore_payload(&env, t));
-        assert_eq!(e, env);
-        assert_eq!(s, Some(t));
-        assert_eq!(parse_restore_payload(b""), (Vec::new(), None));
-    }
 
     #[test]
     fn modes() {

@@ -35,9 +35,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::dir::Dir;
 use crate::error::{Error, ErrorKind};
-use crate::{engine, sys};
+use crate::image::dir::Dir;
+use crate::sys;
 
 /// Seconds the whole lazy load may take before the daemon is stopped and the restored process
 /// ended (default: 30 s plus 15 s per GiB of page files).
@@ -47,7 +47,7 @@ pub const LOAD_TIMEOUT_ENV: &str = "CRAC_LAZY_TIMEOUT";
 pub fn load_timeout(page_bytes: u64) -> Result<Duration, Error> {
     let default = Duration::from_secs(30)
         + Duration::from_secs_f64(15.0 * page_bytes as f64 / (1u64 << 30) as f64);
-    crate::helper::seconds_from_env(LOAD_TIMEOUT_ENV, default, 120)
+    crate::criu::seconds_from_env(LOAD_TIMEOUT_ENV, default, 120)
 }
 
 fn err(kind: ErrorKind, msg: String) -> Error {
@@ -189,7 +189,7 @@ impl Daemon {
                     format!("it said: {}; ", stderr.trim())
                 },
                 self.log.display(),
-                engine::log_errors(&self.log)
+                crate::criu::log::log_errors(&self.log)
             ),
         ))
     }
@@ -201,11 +201,6 @@ impl Daemon {
             "--work-dir".into(),
             self.work.display().to_string(),
         ]
-    }
-
-    /// The daemon's log.
-    pub fn log(&self) -> &Path {
-        &self.log
     }
 
     /// The restore failed: stops the daemon and removes the work directory (what dropping it
@@ -241,7 +236,7 @@ impl Daemon {
                     "lazy restore: {why}; the restored process was ended, as its missing pages \
                      would have read as zeros; from {}:\n  {}",
                     self.log.display(),
-                    engine::log_errors(&self.log)
+                    crate::criu::log::log_errors(&self.log)
                 ),
             )
         };
@@ -490,53 +485,6 @@ fn grab_uffds(
     Ok(())
 }
 
-/// Memory regions of this process whose pages may still be missing: registered with a
-/// userfaultfd for missing pages (`um` in `/proc/self/smaps`' `VmFlags`). A lazily restored
-/// process has them until its daemon has streamed every page in and let go; CRIU would dump
-/// their absent pages as holes, so a checkpoint must not start before they are gone.
-fn missing_page_regions(smaps: &str) -> usize {
-    smaps
-        .lines()
-        .filter_map(|l| l.strip_prefix("VmFlags:"))
-        .filter(|flags| flags.split_whitespace().any(|f| f == "um"))
-        .count()
-}
-
-/// Waits (at most `timeout`) until none of this process's memory is still arriving from a lazy
-/// restore ([`missing_page_regions`]); a process never restored lazily returns at once.
-pub fn wait_own_memory_in(timeout: Duration) -> Result<(), Error> {
-    let t = Instant::now();
-    loop {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").map_err(|e| {
-            err(
-                ErrorKind::Other,
-                format!("cannot read /proc/self/smaps: {e}"),
-            )
-        })?;
-        let left = missing_page_regions(&smaps);
-        if left == 0 {
-            if t.elapsed() > Duration::from_millis(1) {
-                tracing::info!(
-                    waited_ms = t.elapsed().as_secs_f64() * 1e3,
-                    "waited for the lazy restore's pages before the dump"
-                );
-            }
-            return Ok(());
-        }
-        if t.elapsed() >= timeout {
-            return Err(err(
-                ErrorKind::Snapshot,
-                format!(
-                    "checkpoint refused: this process was restored lazily and {left} memory                      region(s) still wait for pages from its lazy-pages daemon after {:.0} s                      ({}): CRIU would dump the missing pages as zeros; see the daemon's log in                      the image directory it was restored from",
-                    timeout.as_secs_f64(),
-                    crate::helper::TIMEOUT_ENV
-                ),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,27 +512,6 @@ mod tests {
         assert_eq!(t.join().unwrap(), Some(7));
         assert_eq!(r.take(41, Duration::ZERO), Some(1));
         assert_eq!(r.take(43, Duration::from_millis(10)), None);
-    }
-
-    #[test]
-    fn regions_still_waiting_for_pages_are_counted() {
-        let smaps = "\
-7f00-7f10 rw-p 00000000 00:00 0
-Size:                 64 kB
-VmFlags: rd wr mr mw me ac um
-7f10-7f20 rw-p 00000000 00:00 0
-VmFlags: rd wr mr mw me ac sd
-7f20-7f30 rw-p 00000000 00:00 0
-VmFlags: rd wr um mr
-";
-        assert_eq!(missing_page_regions(smaps), 2);
-        assert_eq!(missing_page_regions("VmFlags: rd wr umx uw\n"), 0);
-        // This test process was not restored: nothing to wait for.
-        assert_eq!(
-            missing_page_regions(&std::fs::read_to_string("/proc/self/smaps").unwrap()),
-            0
-        );
-        assert!(wait_own_memory_in(Duration::ZERO).is_ok());
     }
 
     #[test]

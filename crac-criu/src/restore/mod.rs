@@ -1,4 +1,10 @@
-//! Restoring an image with `criu restore`: what `crac restore` does.
+//! The `crac` command's side: restoring an image with `criu restore`, what `crac restore`
+//! does, with the lazy-pages daemon (`lazy`), the watch over the restored process and the
+//! daemon (`watch`), and the init of a fresh PID namespace (`pidns`).
+
+pub(crate) mod lazy;
+pub(crate) mod pidns;
+pub(crate) mod watch;
 
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -6,13 +12,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::dir::Dir;
+use crate::criu::{self, kdat};
 use crate::error::{Error, ErrorKind};
-use crate::image::{self, Metadata};
-use crate::manifest::{Deferred, Scope};
-use crate::pidns::{self, InitReport};
-use crate::watch::Event;
-use crate::{criu, engine, kdat, lazy, manifest, sys, watch};
+use crate::image::dir::Dir;
+use crate::image::manifest;
+use crate::image::manifest::Scope;
+use crate::image::metadata::Metadata;
+use crate::image::trust;
+use crate::restore::watch::Event;
+use crate::sys;
+use pidns::InitReport;
 
 /// How to restore.
 #[derive(Debug, Clone, Default)]
@@ -27,7 +36,7 @@ pub struct RestoreOptions {
     /// How long to wait for a PID of the image that a not-yet-reaped process still holds.
     pub pid_wait: Duration,
     /// With `pidns`: the program that runs [`pidns::INIT_COMMAND`] (its `main` must hand
-    /// its arguments to [`crate::cli::run`]); default: this executable.
+    /// its arguments to `cli::run`); default: this executable.
     pub init_exe: Option<PathBuf>,
     /// Lazy (memory served on demand) or eager.
     pub mode: Mode,
@@ -43,7 +52,7 @@ pub enum Mode {
     #[default]
     Auto,
     /// Lazy: the process runs at once, its pages are served on demand and streamed in the
-    /// background by `criu lazy-pages` ([`crate::lazy`]). Refused where the kernel cannot.
+    /// background by `criu lazy-pages` ([`crate::restore::lazy`]). Refused where the kernel cannot.
     Lazy,
     /// Eager: every page is read before the process runs.
     Eager,
@@ -165,110 +174,6 @@ fn wait_pids_free(
     }
 }
 
-/// Opens the image directory and checks it before anything else reads it: the seal is
-/// complete, the directory and every file belong to this user and nobody else can write them,
-/// and every image file matches the manifest. Its descriptor is then what CRIU reads through.
-pub fn verified_image(path: &Path, note: &mut dyn FnMut(&str)) -> Result<Dir, Error> {
-    verified_image_scoped(path, Scope::All, note).map(|(d, _)| d)
-}
-
-/// [`verified_image`], with the page files' digests left for later under
-/// [`Scope::ExceptPages`].
-pub fn verified_image_scoped(
-    path: &Path,
-    scope: Scope,
-    note: &mut dyn FnMut(&str),
-) -> Result<(Dir, Vec<Deferred>), Error> {
-    let dir = Dir::open(path).map_err(|e| {
-        Error::new(
-            ErrorKind::Config,
-            format!("image directory {}: {e}", path.display()),
-        )
-    })?;
-    manifest::wait_sealed(&dir, SEAL_WAIT)?;
-    let (c, deferred) = manifest::verify_scoped(&dir, sys::euid(), scope)?;
-    let later: u64 = deferred.iter().map(Deferred::size).sum();
-    note(&format!(
-        "image matches its manifest: {} files, {:.1} MB checked in {:.1} ms{}",
-        c.files,
-        c.bytes as f64 / 1e6,
-        c.took.as_secs_f64() * 1e3,
-        if deferred.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " ({} page file(s), {:.1} MB, checked while the process runs)",
-                deferred.len(),
-                later as f64 / 1e6
-            )
-        }
-    ));
-    if dir.stat("inventory.img").ok().flatten().is_none() {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!(
-                "{} holds no complete image (no inventory.img): the checkpoint did not finish; \
-                 see {}",
-                dir.path().display(),
-                dir.path().join(image::DUMP_LOG).display()
-            ),
-        ));
-    }
-    // CRIU inherits it (`-D /proc/self/fd/N`).
-    sys::set_cloexec(dir.fd(), false).map_err(|e| io_err("fcntl", e))?;
-    Ok((dir, deferred))
-}
-
-/// How long a restore waits for a dump helper still sealing the image.
-const SEAL_WAIT: Duration = Duration::from_secs(120);
-
-/// Refuses to restore on a CPU that lacks a feature the image's process may use.
-pub fn check_cpu(meta: &Metadata) -> Result<(), Error> {
-    let host = crate::cpu::host_features();
-    let missing = crate::cpu::missing(&meta.cpu_features, &host);
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(Error::new(
-        ErrorKind::Refused,
-        format!(
-            "restore refused: this CPU lacks {} that the image's process may use (the program \
-             and its C library chose code paths for the CPU it was checkpointed on, and would \
-             die of an illegal instruction here); restore on a CPU with them, or checkpoint on \
-             the oldest CPU model the image must run on",
-            missing.join(", ")
-        ),
-    ))
-}
-
-/// Checks that the executable the image was taken from is still the same build.
-pub fn check_build(meta: &Metadata) -> Result<(), Error> {
-    let now = image::build_id(&meta.exe).map_err(|e| {
-        Error::new(
-            ErrorKind::Config,
-            format!(
-                "the image's executable {} cannot be read ({e}); the image can only be restored \
-                 where that build of the program is installed at the same path",
-                meta.exe.display()
-            ),
-        )
-    })?;
-    if now != meta.build_id {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!(
-                "the image was taken from another build of {}: image build id {}, the file now \
-                 has {}; restore it with the build it was taken from, or take a new checkpoint \
-                 with the current build",
-                meta.exe.display(),
-                meta.build_id,
-                now
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// Children of `pid` (from `/proc/PID/task/*/children`).
 fn children(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
@@ -342,14 +247,16 @@ fn page_bytes(dir: &Dir) -> u64 {
 }
 
 /// Restores the image. The caller should be a child subreaper (so the restored process
-/// becomes its child once criu exits) — `crac restore` is.
+/// becomes its child once criu exits) — `crac restore` is. Phases: find CRIU and choose the
+/// mode, the trust check, criu's arguments and the restore payload, the lazy-pages daemon,
+/// `criu restore`, then the watch over what goes on in the background.
 pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Restore, Error> {
     let started = Instant::now();
     let started_wall = SystemTime::now();
     let mut phases = Phases::new(started);
     let criu = kdat::find_criu()?;
     criu::check_privileges()?;
-    let timeout = crate::helper::criu_timeout()?;
+    let timeout = crate::criu::criu_timeout()?;
     phases.mark("criu found");
     let lazy = choose_mode(opts.mode, &criu, timeout)?;
     phases.mark("kdat");
@@ -359,11 +266,11 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         None if lazy.is_ok() => Scope::ExceptPages,
         None => Scope::All,
     };
-    let (dir, deferred) = verified_image_scoped(&opts.image_dir, scope, note)?;
+    let (dir, deferred) = trust::verified_image_scoped(&opts.image_dir, scope, note)?;
     phases.mark("manifest");
     let meta = Metadata::read(&dir)?;
-    check_build(&meta)?;
-    check_cpu(&meta)?;
+    trust::check_build(&meta)?;
+    trust::check_cpu(&meta)?;
     let load_bound = lazy::load_timeout(page_bytes(&dir))?;
     if !opts.pidns {
         wait_pids_free(&meta, opts.pid_wait, note)?;
@@ -380,6 +287,53 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     );
     let log = format!("restore-{token}.log");
     let pidfile = std::env::temp_dir().join(format!("crac-restore-{token}.pid"));
+    let mut args = criu_args(&dir, &meta, &log, &pidfile);
+    let env_r = hand_payload(opts, &meta, started_wall, &mut args)?;
+    // Dropped (stopped) on any failure from here on.
+    let daemon = match lazy {
+        Ok(()) => Some(lazy::Daemon::start(&criu.path, &dir, &token, timeout)?),
+        Err(_) => None,
+    };
+    if let Some(d) = &daemon {
+        args.extend(d.restore_args());
+        phases.mark("lazy-pages daemon");
+    }
+
+    let spawned = spawn_criu(opts, &criu.path, &args, &pidfile);
+    drop(env_r);
+    let (child, status) = spawned?;
+    let restore_log = dir.path().join(&log);
+    let (pid, ns_pid, child) = wait_restored(child, status, &pidfile, &restore_log, timeout)?;
+    let took = started.elapsed();
+    phases.mark("criu restore");
+
+    // What ends the copy if its memory fails to arrive or to match: the process itself, or
+    // (--pidns) the unshare whose end ends its namespace.
+    let victim = match (&child, pid) {
+        (Some(c), _) => sys::pidfd_open(c.id() as i32).ok(),
+        (None, Some(p)) => sys::pidfd_open(p).ok(),
+        (None, None) => None,
+    }
+    .map(std::sync::Arc::new);
+    let mut background = watch::Background::default();
+    if let Some(d) = daemon {
+        background.watch_lazy(d, victim.clone(), started, load_bound);
+    }
+    background.check_pages(deferred, dir.path().display().to_string(), victim, started);
+    Ok(Restore {
+        pid,
+        ns_pid,
+        child,
+        took,
+        lazy,
+        phases: phases.done,
+        background,
+    })
+}
+
+/// `criu restore`'s arguments for the image in `dir`: through our descriptor, its log `log`
+/// in the image directory, `pidfile`, and the descriptors it must hand in.
+fn criu_args(dir: &Dir, meta: &Metadata, log: &str, pidfile: &Path) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "restore".into(),
         "-D".into(),
@@ -389,7 +343,7 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         "-v4".into(),
         "-o".into(),
         // Absolute: a lazy restore's work directory is elsewhere.
-        dir.proc_path().join(&log).display().to_string(),
+        dir.proc_path().join(log).display().to_string(),
         "--pidfile".into(),
         pidfile.display().to_string(),
         // criu's own exit status says whether the restore worked (with --pidns, our init
@@ -419,14 +373,30 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         args.push(format!("fd[{}]:{key}", s.fd));
         keys.push(key);
     }
+    // The directory the dumped process held open is now wherever the image is: ours.
+    if let Some(key) = &meta.image_dir {
+        args.push("--inherit-fd".into());
+        args.push(format!("fd[{}]:{key}", dir.fd().as_raw_fd()));
+    }
     for e in &meta.external {
         args.push("--external".into());
         args.push(e.clone());
     }
-    // The configuration pipe.
+    args
+}
+
+/// Writes the restore payload (`--env` values, the start time) into a pipe the restored
+/// process reads as the one its image recorded; returns the read end, to be kept open until
+/// criu has inherited it.
+fn hand_payload(
+    opts: &RestoreOptions,
+    meta: &Metadata,
+    started_wall: SystemTime,
+    args: &mut Vec<String>,
+) -> Result<OwnedFd, Error> {
     let (env_r, env_w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
     if let Some((_, key)) = &meta.env_fd {
-        let payload = engine::encode_restore_payload(&opts.env, started_wall);
+        let payload = crate::image::payload::encode_restore_payload(&opts.env, started_wall);
         if payload.len() > 60 * 1024 {
             return Err(Error::new(
                 ErrorKind::Config,
@@ -443,27 +413,29 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     } else {
         drop(env_w);
     }
-    // Dropped (stopped) on any failure from here on.
-    let daemon = match lazy {
-        Ok(()) => Some(lazy::Daemon::start(&criu.path, &dir, &token, timeout)?),
-        Err(_) => None,
-    };
-    if let Some(d) = &daemon {
-        args.extend(d.restore_args());
-        phases.mark("lazy-pages daemon");
-    }
+    Ok(env_r)
+}
 
-    let spawned = spawn_criu(opts, &criu.path, &args, &pidfile);
-    drop(env_r);
-    let (mut child, status) = spawned?;
-    let restore_log = dir.path().join(&log);
+/// The restored process: its pid, its pid in its own namespace, the unshare holding that
+/// namespace (the last two with `--pidns`).
+type Restored = (Option<i32>, Option<i32>, Option<Child>);
+
+/// Waits (bounded) until `criu restore` is done: the restored process's pid, its pid in its
+/// own namespace and the unshare that holds that namespace (`--pidns`), or why it failed.
+fn wait_restored(
+    mut child: Child,
+    status: Option<OwnedFd>,
+    pidfile: &Path,
+    restore_log: &Path,
+    timeout: Duration,
+) -> Result<Restored, Error> {
     let fail = |what: String| {
         Error::new(
             ErrorKind::Snapshot,
             format!(
                 "{what}; from {}:\n  {}",
                 restore_log.display(),
-                engine::log_errors(&restore_log)
+                crate::criu::log::log_errors(restore_log)
             ),
         )
     };
@@ -471,14 +443,14 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         fail(format!(
             "criu restore did not finish within {:.0} s ({}) and was stopped",
             timeout.as_secs_f64(),
-            crate::helper::TIMEOUT_ENV
+            crate::criu::TIMEOUT_ENV
         ))
     };
-    let (pid, ns_pid, child) = match status {
+    Ok(match status {
         None => {
             let st = wait_bounded(&mut child, timeout).map_err(|e| io_err("wait for criu", e))?;
-            let ns = fs::read_to_string(&pidfile).ok();
-            fs::remove_file(&pidfile).ok();
+            let ns = fs::read_to_string(pidfile).ok();
+            fs::remove_file(pidfile).ok();
             let st = st.ok_or_else(overran)?;
             if !st.success() {
                 return Err(fail(format!("criu restore failed ({st})")));
@@ -503,35 +475,10 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
                 // Killing unshare kills the init (--kill-child), and with it the namespace.
                 let _ = child.kill();
                 let _ = child.wait();
-                fs::remove_file(&pidfile).ok();
+                fs::remove_file(pidfile).ok();
                 return Err(overran());
             }
         },
-    };
-    let took = started.elapsed();
-    phases.mark("criu restore");
-
-    // What ends the copy if its memory fails to arrive or to match: the process itself, or
-    // (--pidns) the unshare whose end ends its namespace.
-    let victim = match (&child, pid) {
-        (Some(c), _) => sys::pidfd_open(c.id() as i32).ok(),
-        (None, Some(p)) => sys::pidfd_open(p).ok(),
-        (None, None) => None,
-    }
-    .map(std::sync::Arc::new);
-    let mut background = watch::Background::default();
-    if let Some(d) = daemon {
-        background.watch_lazy(d, victim.clone(), started, load_bound);
-    }
-    background.check_pages(deferred, dir.path().display().to_string(), victim, started);
-    Ok(Restore {
-        pid,
-        ns_pid,
-        child,
-        took,
-        lazy,
-        phases: phases.done,
-        background,
     })
 }
 
@@ -702,19 +649,4 @@ fn io_err(what: &str, e: std::io::Error) -> Error {
 /// Makes the calling process a child subreaper (see [`Restore::wait`]).
 pub fn become_subreaper() -> Result<(), Error> {
     sys::set_child_subreaper().map_err(|e| io_err("prctl(PR_SET_CHILD_SUBREAPER)", e))
-}
-
-/// Reaps exited children without blocking (for subreapers that collect orphans).
-pub fn reap_orphans() {
-    while let Ok(Some(_)) = sys::try_wait_any() {}
-}
-
-/// Whether `pid` is alive (not a zombie).
-pub fn alive(pid: i32) -> bool {
-    pid_state(pid).is_some_and(|s| s.0 != 'Z' && s.0 != 'X')
-}
-
-/// Sends a signal to a process.
-pub fn signal(pid: i32, sig: i32) -> Result<(), Error> {
-    sys::kill(pid, sig).map_err(|e| io_err("kill", e))
 }

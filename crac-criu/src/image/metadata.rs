@@ -2,14 +2,13 @@
 //! CRIU's own images (what fds 0–2 were, the build of the executable, generation, pids).
 
 use std::fmt::Write as _;
-use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::dir::{Access, Dir, Untrusted, check_owner_mode};
 use crate::error::{Error, ErrorKind};
-use crate::manifest::MANIFEST_FILE;
+use crate::image::dir::{Access, Dir, Untrusted, check_owner_mode};
+use crate::image::manifest::MANIFEST_FILE;
 
 /// Name of the metadata file inside the image directory.
 pub const METADATA_FILE: &str = "crac-image.txt";
@@ -113,13 +112,6 @@ impl StdFd {
         self.target.starts_with("pipe:[") || self.target.starts_with("socket:[")
     }
 
-    /// A terminal.
-    pub fn is_tty(&self) -> bool {
-        self.target.starts_with("/dev/pts/")
-            || self.target.starts_with("/dev/tty")
-            || self.target == "/dev/console"
-    }
-
     /// A regular file (not under /dev).
     pub fn is_file(&self) -> bool {
         self.target.starts_with('/') && !self.target.starts_with("/dev/")
@@ -150,7 +142,12 @@ pub struct Metadata {
     pub env_fd: Option<(i32, String)>,
     /// `--external` resources of the dump (unix sockets of fds 0–2).
     pub external: Vec<String>,
-    /// The CPU features the process may use ([`crate::cpu::host_features`] at dump time).
+    /// The image directory as the dumped process had it open (its path, without the leading
+    /// `/`: CRIU's key for `--inherit-fd`). The engine holds it open while CRIU dumps, so it
+    /// is in the image; a restore hands in its own descriptor of the directory instead, so an
+    /// image restores wherever it was moved or copied to.
+    pub image_dir: Option<String>,
+    /// The CPU features the process may use ([`crate::image::cpu::host_features`] at dump time).
     pub cpu_features: Vec<String>,
 }
 
@@ -200,6 +197,9 @@ impl Metadata {
         for e in &self.external {
             let _ = writeln!(s, "external={}", esc(e));
         }
+        if let Some(d) = &self.image_dir {
+            let _ = writeln!(s, "image_dir={}", esc(d));
+        }
         let _ = writeln!(s, "cpu_features={}", self.cpu_features.join(","));
         s
     }
@@ -241,6 +241,7 @@ impl Metadata {
                     );
                 }
                 "leave_running" => m.leave_running = v == "true",
+                "image_dir" => m.image_dir = Some(unesc(v)),
                 "env_fd" => {
                     let (fd, key) = v.split_once(' ').ok_or_else(bad)?;
                     m.env_fd = Some((fd.parse().map_err(|_| bad())?, unesc(key)));
@@ -303,98 +304,6 @@ impl Metadata {
     }
 }
 
-/// Executables larger than this without a build-id note are not digested whole.
-const MAX_UNNOTED_EXE: u64 = 1 << 30;
-
-/// The build id of an executable: its GNU build-id note as hex (only the ELF header, program
-/// headers and notes are read, each piece bounded), or, for a file without one, `xxh3:` and a
-/// digest of the file (at most 1 GiB). Anything but a regular file is refused, so a path that
-/// names a device or a FIFO is never read.
-pub fn build_id(path: &Path) -> std::io::Result<String> {
-    let f = fs::File::open(path)?;
-    let m = f.metadata()?;
-    if !m.is_file() {
-        return Err(std::io::Error::other(format!(
-            "it is {}, not a regular file",
-            crate::dir::kind_of(&m)
-        )));
-    }
-    if let Some(id) = elf_build_id(&f) {
-        return Ok(id);
-    }
-    if m.len() > MAX_UNNOTED_EXE {
-        return Err(std::io::Error::other(format!(
-            "it has no build-id note and is larger than {} MiB",
-            MAX_UNNOTED_EXE >> 20
-        )));
-    }
-    let d = crate::manifest::digest(f.take(MAX_UNNOTED_EXE))?;
-    Ok(format!("xxh3:{:032x}", d.hash))
-}
-
-/// The build id of this process's executable, computed once.
-pub fn own_build_id() -> &'static str {
-    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    ID.get_or_init(|| build_id(Path::new("/proc/self/exe")).unwrap_or_else(|_| "unknown".into()))
-}
-
-/// The GNU build-id note of a 64-bit little-endian ELF file (x86_64, aarch64), read piecewise:
-/// header, program headers, then the `PT_NOTE` segments. Anything else: `None`.
-fn elf_build_id(f: &fs::File) -> Option<String> {
-    use std::os::unix::fs::FileExt;
-    // Notes and header tables are small; a corrupt size must not make us read the whole file.
-    const MAX_PIECE: u64 = 1 << 20;
-    let read = |off: u64, len: u64| -> Option<Vec<u8>> {
-        if len > MAX_PIECE {
-            return None;
-        }
-        let mut buf = vec![0u8; len as usize];
-        f.read_exact_at(&mut buf, off).ok()?;
-        Some(buf)
-    };
-    let h = read(0, 64)?;
-    if &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
-        return None;
-    }
-    let u16_at = |d: &[u8], o: usize| d.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32_at = |d: &[u8], o: usize| {
-        d.get(o..o + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4")))
-    };
-    let u64_at = |d: &[u8], o: usize| {
-        d.get(o..o + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
-    };
-    let phoff = u64_at(&h, 0x20)?;
-    let phentsize = u64::from(u16_at(&h, 0x36)?);
-    let phnum = u64::from(u16_at(&h, 0x38)?);
-    if phentsize < 56 {
-        return None;
-    }
-    let phs = read(phoff, phentsize * phnum)?;
-    for i in 0..phnum as usize {
-        let ph = &phs[i * phentsize as usize..];
-        if u32_at(ph, 0)? != 4 {
-            continue; // not PT_NOTE
-        }
-        let notes = read(u64_at(ph, 8)?, u64_at(ph, 32)?)?;
-        let mut p = 0;
-        while p + 12 <= notes.len() {
-            let namesz = u32_at(&notes, p)? as usize;
-            let descsz = u32_at(&notes, p + 4)? as usize;
-            let ty = u32_at(&notes, p + 8)?;
-            let name_off = p + 12;
-            let desc_off = name_off + namesz.div_ceil(4) * 4;
-            if ty == 3 && notes.get(name_off..name_off + namesz)? == b"GNU\0" {
-                let desc = notes.get(desc_off..desc_off + descsz)?;
-                return Some(desc.iter().map(|b| format!("{b:02x}")).collect());
-            }
-            p = desc_off + descsz.div_ceil(4) * 4;
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,31 +325,10 @@ mod tests {
             }],
             env_fd: Some((9, "pipe:[88]".into())),
             external: vec!["unix[5]".into()],
+            image_dir: Some("tmp/img \nx".into()),
             cpu_features: vec!["sse2".into(), "avx2".into()],
         };
         assert_eq!(Metadata::from_text(&m.to_text()).unwrap(), m);
         assert!(Metadata::from_text("junk").is_err());
-    }
-
-    #[test]
-    fn own_build_id_is_stable() {
-        let a = own_build_id();
-        assert!(!a.is_empty() && a != "unknown");
-        assert_eq!(build_id(Path::new("/proc/self/exe")).unwrap(), a);
-        // The linker here writes a GNU build-id note (SHA-1: 40 hex digits); it is what we read.
-        assert_eq!(a.len(), 40, "{a}");
-        assert!(a.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
-    }
-
-    #[test]
-    fn files_without_a_note_are_hashed() {
-        let p = std::env::temp_dir().join(format!("crac-buildid-{}", std::process::id()));
-        std::fs::write(&p, b"#!/bin/sh\necho hi\n").unwrap();
-        let a = build_id(&p).unwrap();
-        std::fs::write(&p, b"#!/bin/sh\necho ho\n").unwrap();
-        let b = build_id(&p).unwrap();
-        std::fs::remove_file(&p).ok();
-        assert!(a.starts_with("xxh3:") && b.starts_with("xxh3:"));
-        assert_ne!(a, b);
     }
 }

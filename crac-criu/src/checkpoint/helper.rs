@@ -10,7 +10,7 @@
 //! - hold the seal lock ([`manifest::SEAL_LOCK`]) from before the dump until the manifest is
 //!   written, so a restorer that sees the process gone waits for the seal instead of finding an
 //!   unsealed image;
-//! - stop a CRIU that runs longer than [`TIMEOUT_ENV`] (default 300 s); the process is then
+//! - stop a CRIU that runs longer than [`TIMEOUT_ENV`](crate::criu::TIMEOUT_ENV) (default 300 s); the process is then
 //!   released and gets a named error;
 //! - write the manifest ([`manifest::seal`]) when the dump is complete, also in stop mode,
 //!   where CRIU has ended the process by then;
@@ -24,48 +24,17 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::dir::Dir;
 use crate::error::{Error, ErrorKind};
-use crate::{criu, manifest, sys};
+use crate::image::dir::Dir;
+use crate::image::manifest;
+use crate::{criu, sys};
 
 /// Set in the helper's environment: `SOCK DIR STATUS TIMEOUT_MS` (descriptor numbers).
 pub(crate) const HELPER_ENV: &str = "CRAC_CRIU_DUMP_HELPER";
-/// How long a dump may take, in seconds (default 300).
-pub const TIMEOUT_ENV: &str = "CRAC_CRIU_TIMEOUT";
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Whether the crate's start-up hook ran in this program: without it a re-executed program
 /// would run its `main` instead of the helper.
 static HOOK_RAN: AtomicBool = AtomicBool::new(false);
-
-/// The CRIU timeout from [`TIMEOUT_ENV`].
-pub fn criu_timeout() -> Result<Duration, Error> {
-    seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT, 300)
-}
-
-/// A duration in seconds from the environment variable `name` (`default` when unset); a value
-/// that is not a positive number of seconds is a configuration error naming it and `example`.
-pub(crate) fn seconds_from_env(
-    name: &str,
-    default: Duration,
-    example: u32,
-) -> Result<Duration, Error> {
-    match std::env::var(name) {
-        Err(_) => Ok(default),
-        Ok(v) => v
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
-            .map(Duration::from_secs_f64)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Config,
-                    format!("{name}={v} is not a number of seconds (e.g. {example})"),
-                )
-            }),
-    }
-}
 
 /// Starts the helper for one dump: it runs `criu swrk` on `sock` (the socket's other end stays
 /// with the caller) with `dir` as the image directory. Returns the read end of the status pipe.

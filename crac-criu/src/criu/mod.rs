@@ -1,9 +1,15 @@
-//! Finding CRIU, checking its version and the privileges it needs.
+//! CRIU itself: finding it, its version and the privileges it needs, how long it may run;
+//! the RPC it is driven by, its kernel probe (kdat) and its logs.
+
+pub(crate) mod kdat;
+pub(crate) mod log;
+pub(crate) mod rpc;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
 
@@ -455,6 +461,39 @@ pub fn check_privileges() -> Result<(), Error> {
 /// Whether CRIU must run in its unprivileged mode (`--unprivileged`): not root.
 pub fn unprivileged() -> bool {
     crate::sys::euid() != 0
+}
+
+/// How long a dump may take, in seconds (default 300).
+pub const TIMEOUT_ENV: &str = "CRAC_CRIU_TIMEOUT";
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The CRIU timeout from [`TIMEOUT_ENV`].
+pub fn criu_timeout() -> Result<Duration, Error> {
+    seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT, 300)
+}
+
+/// A duration in seconds from the environment variable `name` (`default` when unset); a value
+/// that is not a positive number of seconds is a configuration error naming it and `example`.
+pub(crate) fn seconds_from_env(
+    name: &str,
+    default: Duration,
+    example: u32,
+) -> Result<Duration, Error> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(v) => v
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Config,
+                    format!("{name}={v} is not a number of seconds (e.g. {example})"),
+                )
+            }),
+    }
 }
 
 #[cfg(test)]

@@ -6,8 +6,6 @@
 pub enum ReqType {
     /// `DUMP = 1`
     Dump = 1,
-    /// `VERSION = 10`
-    Version = 10,
 }
 
 /// The options of a DUMP request (`criu_opts`), only what the engine sets.

@@ -1,5 +1,5 @@
 //! The image manifest: a digest of every file of an image, written when the dump is complete
-//! (by the dump helper, see [`crate::helper`]) and checked by `crac restore` before CRIU reads
+//! (by the dump helper, see `checkpoint/helper.rs`) and checked by `crac restore` before CRIU reads
 //! a byte. Together with the ownership rule (the directory and every file owned by the
 //! restoring user, writable by nobody else) it means a restore runs exactly the image that was
 //! dumped: not one damaged on disk, cut short by a copy, or changed afterwards.
@@ -13,8 +13,8 @@ use std::fmt::Write as _;
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
-use crate::dir::{self, Access, Dir, Untrusted};
 use crate::error::{Error, ErrorKind};
+use crate::image::dir::{self, Access, Dir, Untrusted};
 
 /// The manifest's name in the image directory.
 pub const MANIFEST_FILE: &str = "crac-manifest.txt";
@@ -169,11 +169,6 @@ pub struct Deferred {
 }
 
 impl Deferred {
-    /// The file's name in the image directory.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Its size.
     pub fn size(&self) -> u64 {
         self.want.size
@@ -202,6 +197,7 @@ fn mismatch(shown: &str, name: &str, got: Digest, want: Digest) -> Error {
 /// Checks, through the directory's descriptor, that `dir` and every file in it belong to `uid`
 /// and that nobody else can write them, and that the image files are exactly those of the
 /// manifest, each with its recorded size and digest. Nothing is restored when this fails.
+#[cfg(test)]
 pub fn verify(dir: &Dir, uid: u32) -> Result<Covered, Error> {
     verify_scoped(dir, uid, Scope::All).map(|(c, _)| c)
 }
@@ -234,12 +230,12 @@ pub fn verify_scoped(dir: &Dir, uid: u32, scope: Scope) -> Result<(Covered, Vec<
     };
     let names = dir.entries().map_err(|e| io("the entries", e))?;
     let has = |f: &str| names.iter().any(|n| n == f);
-    if !has(MANIFEST_FILE) && !has(crate::image::METADATA_FILE) {
+    if !has(MANIFEST_FILE) && !has(crate::image::metadata::METADATA_FILE) {
         return Err(Error::new(
             ErrorKind::Config,
             format!(
                 "{shown} is not a crac image: it has neither {} nor {MANIFEST_FILE}",
-                crate::image::METADATA_FILE
+                crate::image::metadata::METADATA_FILE
             ),
         ));
     }
@@ -354,7 +350,7 @@ mod tests {
             .unwrap();
         d.write_atomic("inventory.img", b"inv", 0o600).unwrap();
         d.write_atomic("dump.log", b"log", 0o600).unwrap();
-        d.write_atomic(crate::image::METADATA_FILE, b"meta", 0o600)
+        d.write_atomic(crate::image::metadata::METADATA_FILE, b"meta", 0o600)
             .unwrap();
         (p, d)
     }
@@ -403,7 +399,10 @@ mod tests {
         // Everything but the pages checks out now; the pages' digest fails later.
         let (c, later) = verify_scoped(&d, uid, Scope::ExceptPages).unwrap();
         assert_eq!((c.files, later.len()), (2, 1));
-        assert_eq!((later[0].name(), later[0].size()), ("pages-1.img", 300_000));
+        assert_eq!(
+            (later[0].name.as_str(), later[0].size()),
+            ("pages-1.img", 300_000)
+        );
         let shown = p.display().to_string();
         let e = later.into_iter().next().unwrap().check(&shown).unwrap_err();
         assert!(e.to_string().contains("pages-1.img does not match"), "{e}");

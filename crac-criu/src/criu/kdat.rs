@@ -26,8 +26,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::criu::Criu;
-use crate::dir::{self, Access, Dir};
-use crate::manifest;
+use crate::image::dir::{self, Access, Dir};
+use crate::image::manifest;
 use crate::sys;
 
 /// Where CRIU loads its cache from (as root).
@@ -128,7 +128,7 @@ pub fn find_criu() -> Result<Criu, crate::error::Error> {
 }
 
 fn stamped_version(path: &Path) -> Option<crate::criu::Version> {
-    let crac = crate::control::run_crac(false).ok()?;
+    let crac = crate::run_dir::open(false).ok()?;
     let text = read_trusted(&crac, STAMP, 4096)?;
     let stamp = Stamp::parse(std::str::from_utf8(&text).ok()?)?;
     let (version, id) = stamp.id.criu.split_once(' ')?;
@@ -261,7 +261,7 @@ pub fn facts(criu: &Criu, timeout: Duration) -> Facts {
         }
     };
     let dirs =
-        crate::control::run_crac(true).and_then(|crac| Ok((crac, Dir::open(Path::new("/run"))?)));
+        crate::run_dir::open(true).and_then(|crac| Ok((crac, Dir::open(Path::new("/run"))?)));
     let (crac, run) = match dirs {
         Ok(d) => d,
         Err(e) => return uncached(criu, timeout, format!("no place for the stamp: {e}")),

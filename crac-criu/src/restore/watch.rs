@@ -14,8 +14,8 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind};
-use crate::lazy::{self, Reaped};
-use crate::manifest::Deferred;
+use crate::image::manifest::Deferred;
+use crate::restore::lazy::{self, Reaped};
 use crate::sys;
 
 /// What the background tasks and the process's waiter report.
@@ -66,11 +66,6 @@ impl Default for Background {
 }
 
 impl Background {
-    /// Whether anything runs in the background.
-    pub fn is_empty(&self) -> bool {
-        self.pending == 0
-    }
-
     /// A sender for the process's waiter.
     pub(crate) fn sender(&self) -> Sender<Event> {
         self.tx.clone()
