@@ -428,6 +428,16 @@ impl FakeCluster {
             .collect()
     }
 
+    /// Drops the partition's state of every producer, as a broker does for a producer idle
+    /// longer than `producer.id.expiration.ms`: the next batch of each may carry any sequence.
+    pub fn forget_producers(&self, topic: &str, partition: i32) {
+        self.model(|m| {
+            m.topics.get_mut(topic).unwrap().1[partition as usize]
+                .producers
+                .clear();
+        });
+    }
+
     /// Cuts a partition's log at `offset` (a batch boundary), as an unclean leader election
     /// does when the new leader lacks the records from there on.
     pub fn truncate(&self, topic: &str, partition: i32, offset: i64) {
@@ -825,6 +835,10 @@ fn produce_partition(
         if !known.contains_key(&pid) {
             return (ErrorCode::UnknownProducerId, -1, None);
         }
+        // As Kafka's ProducerStateManager: a producer the partition has no state for may
+        // start at any sequence (its state may have been cleaned up); only a bumped epoch
+        // must start at 0.
+        let fresh = !p.producers.contains_key(&pid);
         let st = p.producers.entry(pid).or_insert(ProducerState {
             epoch,
             ..ProducerState::default()
@@ -845,7 +859,7 @@ fn produce_partition(
         if let Some(&(_, offset)) = st.recent.iter().find(|(s, _)| *s == seq) {
             return (ErrorCode::None, offset, None); // a duplicate: acknowledged, not written
         }
-        if seq != st.next_seq {
+        if seq != st.next_seq && !fresh {
             return (ErrorCode::OutOfOrderSequenceNumber, -1, None);
         }
     }
