@@ -5,7 +5,7 @@
 //! dumped: not one damaged on disk, cut short by a copy, or changed afterwards.
 //!
 //! The digest is XXH3-128: it reads at memory speed, so sealing and checking cost little next
-//! to CRIU's own reading of the pages (README: "The image manifest"). It detects damage and
+//! to CRIU's own reading of the pages (`docs/criu-and-trust.md`). It detects damage and
 //! change; it is not a signature (whoever may write the directory may rewrite the manifest
 //! too, which is what the ownership rule excludes).
 

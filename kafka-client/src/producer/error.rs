@@ -37,7 +37,7 @@ pub enum ProduceError {
     /// so none of them duplicates it; the original, when it runs on (leave-running or aborted
     /// checkpoint), sends it. Send it again from a copy only if it is meant once per copy. To
     /// never see this, stop the sending loop in an application-level resource before the
-    /// checkpoint (the org.crac quiesce pattern; see the README).
+    /// checkpoint (the org.crac quiesce pattern; see `docs/uniqueness.md`).
     #[error(
         "record not sent: this process is a copy restored from a checkpoint image taken while \
          send() waited ({} ms); every copy gets this error for the record, the original sends it",
