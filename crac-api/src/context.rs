@@ -1,15 +1,18 @@
-//! [`Context`]: an ordered registry of resources, itself a resource, so contexts nest.
+//! [`Context`]: an ordered registry of resources, and what one checkpoint cycle sees of it: a
+//! [`Plan`], every live resource flattened in call order, nested contexts inlined at their place
+//! (their resources named by path). `before_checkpoint` runs the steps in that order;
+//! `after_restore` runs the notified ones in the reverse order, which is registration order
+//! within every context and levels from file descriptors to application. Running a plan is
+//! `hook` (on the calling thread) and `run` (bounded in time); a `Context` is itself a
+//! [`Resource`] (implemented in `hook`), so contexts nest.
 
 use std::any::Any;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
-use crate::error::{ContextFailures, Phase, ResourceFailure};
-use crate::plan::{Owner, Plan, Step, run_inline};
-use crate::{Resource, ResourceError};
+use crate::Resource;
 
 /// What a registration holds: a resource held weakly (its owner decides its lifetime), a
 /// `'static` one, or a nested context (weakly), whose resources join the cycle by path.
@@ -42,6 +45,37 @@ impl Live {
         }
     }
 }
+
+/// The context a step's hook is given.
+#[derive(Clone)]
+pub(crate) enum Owner {
+    /// The context the plan was built for (only in plans run inline).
+    Root,
+    /// A context that lives for the whole program (the global levels).
+    Static(&'static Context),
+    /// A nested context, kept alive for as long as its hooks may run.
+    Shared(Arc<Context>),
+}
+
+/// One resource's hook call in a cycle.
+pub(crate) struct Step {
+    pub(crate) live: Live,
+    pub(crate) owner: Owner,
+    /// The registration's timeout; `None`: the global default.
+    pub(crate) timeout: Option<Duration>,
+    /// The names of the nested contexts it sits in, each followed by `/`.
+    pub(crate) prefix: String,
+}
+
+/// Every step of a cycle, in `before_checkpoint` order.
+#[derive(Default)]
+pub(crate) struct Plan {
+    pub(crate) steps: Vec<Step>,
+}
+
+/// A plan run as far as `before_checkpoint`, kept for `after_restore`: its steps and the
+/// indexes of those whose hook returned.
+pub(crate) type Driven = Option<(Plan, Vec<usize>)>;
 
 impl Entry {
     fn is_live(&self) -> bool {
@@ -83,7 +117,7 @@ pub struct Context {
     registry: Mutex<Registry>,
     /// When the context is driven as a plain resource (registered with `register_dyn` or called
     /// by hand): its cycle's steps and those that returned, for `after_restore`.
-    driven: Mutex<Option<(Plan, Vec<usize>)>>,
+    driven: Mutex<Driven>,
 }
 
 impl std::fmt::Debug for Context {
@@ -191,6 +225,11 @@ impl Context {
         reg.entries.clone()
     }
 
+    /// This context's cycle when it is driven as a plain resource (see `hook`).
+    pub(crate) fn driven(&self) -> MutexGuard<'_, Driven> {
+        self.driven.lock()
+    }
+
     /// Adds this context's live resources to `plan` in `before_checkpoint` order (reverse
     /// registration order), nested contexts inlined with their name as a path prefix.
     pub(crate) fn plan_into(&self, owner: &Owner, prefix: &str, plan: &mut Plan) {
@@ -215,89 +254,5 @@ impl Context {
                 });
             }
         }
-    }
-}
-
-/// Calls one hook inside its own span; a panic is turned into an error so that one broken
-/// resource cannot leave the others unnotified.
-pub(crate) fn call(
-    resource: &dyn Resource,
-    context: &Context,
-    phase: Phase,
-) -> Result<(), ResourceError> {
-    let span = tracing::debug_span!("resource", name = tracing::field::Empty, %phase);
-    let timed = !span.is_disabled();
-    let start = timed.then(Instant::now);
-    if timed {
-        span.record("name", resource.name().as_str());
-    }
-    let _enter = span.enter();
-    let result = catch_unwind(AssertUnwindSafe(|| match phase {
-        Phase::BeforeCheckpoint => resource.before_checkpoint(context),
-        Phase::AfterRestore => resource.after_restore(context),
-    }))
-    .unwrap_or_else(|panic| Err(format!("panicked: {}", crate::core::panic_text(&*panic)).into()));
-    if let Some(start) = start {
-        tracing::debug!(
-            elapsed_us = start.elapsed().as_micros() as u64,
-            ok = result.is_ok(),
-            "hook done"
-        );
-    }
-    result
-}
-
-/// Adds a failure, flattening a nested context's failures under its name.
-pub(crate) fn collect(
-    out: &mut Vec<ResourceFailure>,
-    step: &Step,
-    phase: Phase,
-    error: ResourceError,
-) {
-    let name = format!("{}{}", step.prefix, step.live.get().name());
-    match error.downcast::<ContextFailures>() {
-        Ok(nested) => out.extend(nested.failures.into_iter().map(|mut f| {
-            f.resource = format!("{name}/{}", f.resource);
-            f
-        })),
-        Err(error) => {
-            tracing::warn!(resource = %name, %phase, %error, "checkpoint hook failed");
-            out.push(ResourceFailure {
-                resource: name,
-                phase,
-                error,
-            });
-        }
-    }
-}
-
-fn into_result(failures: Vec<ResourceFailure>) -> Result<(), ResourceError> {
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(Box::new(ContextFailures { failures }))
-    }
-}
-
-impl Resource for Context {
-    fn before_checkpoint(&self, _parent: &Context) -> Result<(), ResourceError> {
-        let mut plan = Plan::default();
-        self.plan_into(&Owner::Root, "", &mut plan);
-        let order: Vec<usize> = (0..plan.steps.len()).collect();
-        let ran = run_inline(&plan, &order, Some(self), Phase::BeforeCheckpoint);
-        *self.driven.lock() = Some((plan, ran.returned));
-        into_result(ran.failures)
-    }
-
-    fn after_restore(&self, _parent: &Context) -> Result<(), ResourceError> {
-        let Some((plan, returned)) = self.driven.lock().take() else {
-            return Ok(());
-        };
-        let order: Vec<usize> = returned.into_iter().rev().collect();
-        into_result(run_inline(&plan, &order, Some(self), Phase::AfterRestore).failures)
-    }
-
-    fn name(&self) -> String {
-        self.name.clone()
     }
 }

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{EngineError, Outcome, ResourceError};
+use crate::spi::EngineError;
+use crate::{Outcome, ResourceError};
 
 /// Which hook failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::plan::{Owner, Plan};
+use crate::context::{Owner, Plan};
 use crate::{Context, Resource};
 
 /// Where a resource sits in the global order.
@@ -76,7 +76,7 @@ inventory::collect!(StaticResource);
 #[macro_export]
 macro_rules! register_static {
     ($priority:expr, $resource:expr) => {
-        $crate::inventory::submit! {
+        $crate::__private::inventory::submit! {
             $crate::StaticResource::new($priority, &$resource)
         }
     };

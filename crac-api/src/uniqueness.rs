@@ -11,25 +11,6 @@
 //!   at each restore, so every clone has its own.
 //! - [`ReseedGuard`] tells a generator of the application's own when to draw a fresh seed:
 //!   on its first use, and on its first use after every restore. [`os_random`] draws it.
-//!
-//! ```
-//! use crac_api::{ReseedGuard, os_random_u64};
-//!
-//! static RESEED: ReseedGuard = ReseedGuard::new();
-//! static STATE: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
-//!
-//! fn next_id() -> u64 {
-//!     let mut s = STATE.lock().unwrap();
-//!     if RESEED.needs_reseed() {
-//!         *s = os_random_u64() | 1;
-//!     }
-//!     *s ^= *s << 13;
-//!     *s ^= *s >> 7;
-//!     *s ^= *s << 17;
-//!     *s
-//! }
-//! # assert_ne!(next_id(), next_id());
-//! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -93,6 +74,25 @@ pub fn os_random_u64() -> u64 {
 /// Tells a generator that keeps its state in memory when to draw a fresh seed: on its first
 /// use, and on its first use after every restore, in each clone. One atomic load when nothing
 /// changed.
+///
+/// ```
+/// use crac_api::{ReseedGuard, os_random_u64};
+///
+/// static RESEED: ReseedGuard = ReseedGuard::new();
+/// static STATE: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
+///
+/// fn next_id() -> u64 {
+///     let mut s = STATE.lock().unwrap();
+///     if RESEED.needs_reseed() {
+///         *s = os_random_u64() | 1;
+///     }
+///     *s ^= *s << 13;
+///     *s ^= *s >> 7;
+///     *s ^= *s << 17;
+///     *s
+/// }
+/// # assert_ne!(next_id(), next_id());
+/// ```
 #[derive(Debug)]
 pub struct ReseedGuard {
     /// The restore epoch (plus one) this guard last said "reseed" for; 0: never.

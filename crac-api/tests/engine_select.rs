@@ -44,7 +44,7 @@ fn report_engine() {
 
 #[test]
 fn both_engines_are_linked_best_rank_first() {
-    let names: Vec<_> = crac_api::engine::linked_engines()
+    let names: Vec<_> = crac_api::spi::linked_engines()
         .iter()
         .map(|r| r.engine.name())
         .collect();

@@ -23,7 +23,7 @@ fn unsupported_without_an_engine() {
     let r = Arc::new(Flag(AtomicBool::new(false)));
     Core::global_context().register(&r);
     assert_eq!(Core::global_context().len(), 1);
-    assert!(crac_api::engine::linked_engines().is_empty());
+    assert!(crac_api::spi::linked_engines().is_empty());
     assert_eq!(Core::engine_name(), None);
     let err = Core::checkpoint_restore().unwrap_err();
     let CheckpointError::Unsupported(msg) = &err else {

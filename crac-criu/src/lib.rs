@@ -29,29 +29,29 @@
 //! stdout/stderr to the restored process.
 //!
 //! A running process can be asked to checkpoint itself from outside with
-//! `crac checkpoint PID` (see [`control`]).
+//! `crac checkpoint PID` (see `docs/crac-command.md`).
 #![warn(missing_docs)]
 
+pub(crate) mod checkpoint;
 pub mod cli;
-pub mod control;
-pub mod cpu;
-pub mod criu;
-pub mod dir;
-pub mod engine;
-pub mod error;
-pub mod fdcheck;
-pub mod helper;
-pub mod image;
-pub mod kdat;
-pub mod lazy;
-pub mod manifest;
-pub mod pidns;
-pub mod restore;
-pub mod rpc;
+pub(crate) mod criu;
+pub(crate) mod error;
+pub(crate) mod image;
+pub(crate) mod restore;
+pub(crate) mod run_dir;
 mod sys;
-pub mod watch;
 
-pub use crate::engine::CriuEngine;
+pub use crate::checkpoint::engine::CriuEngine;
+pub use crate::checkpoint::memory::wait_own_memory_in;
+
+/// What the end-to-end tests reach inside the crate (the `testing` feature): not an API.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::image::cpu::host_features;
+    pub use crate::image::dir::Dir;
+    pub use crate::image::manifest::seal;
+}
 
 static ENGINE: CriuEngine = CriuEngine;
 
@@ -60,8 +60,8 @@ crac_api::register_engine!(&ENGINE, 100);
 /// Runs before `main`: in a program started as the dump helper, the helper's work (it exits);
 /// otherwise the `crac checkpoint PID` listener.
 fn init() {
-    helper::run_if_helper();
-    control::init();
+    checkpoint::helper::run_if_helper();
+    checkpoint::control::init();
 }
 
 crate::__before_main!(crate::init);

@@ -617,21 +617,6 @@ pub fn try_wait_pid(pid: i32) -> io::Result<Option<i32>> {
     Ok((r > 0).then_some(status))
 }
 
-/// Reaps any child without blocking: `Some((pid, status))` or `None` when none has ended.
-pub fn try_wait_any() -> io::Result<Option<(i32, i32)>> {
-    let mut status = 0;
-    // SAFETY: `status` is a valid int to write the status to.
-    let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ECHILD) {
-            return Ok(None);
-        }
-        return Err(e);
-    }
-    Ok((r > 0).then_some((r, status)))
-}
-
 /// Blocks until any child ends: `Ok(None)` when there are no children left.
 pub fn wait_any() -> io::Result<Option<(i32, i32)>> {
     let mut status = 0;

@@ -17,7 +17,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use kafka_client::protocol::compression::{self, Compression};
+use kafka_client::testing::protocol::compression::{self, Compression};
 
 #[path = "../tests/support/hostile.rs"]
 mod hostile;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use kafka_client::consumer::config::KEYS as CONSUMER_KEYS;
 use kafka_client::producer::config::KEYS as PRODUCER_KEYS;
-use kafka_client::protocol::{ApiKey, ErrorCode};
+use kafka_client::testing::protocol::{ApiKey, ErrorCode};
 use kafka_client::{Consumer, ConsumerConfig, Producer, ProducerConfig, ProducerRecord};
 use proptest::prelude::*;
 

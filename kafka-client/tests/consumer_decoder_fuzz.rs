@@ -12,38 +12,38 @@ use std::alloc::System;
 use std::sync::Once;
 
 use cap::Cap;
-use kafka_client::protocol::compression::{self, Compression};
-use kafka_client::protocol::messages::consumer_protocol::{
+use kafka_client::testing::protocol::compression::{self, Compression};
+use kafka_client::testing::protocol::messages::consumer_protocol::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartitions,
 };
-use kafka_client::protocol::messages::fetch::{
+use kafka_client::testing::protocol::messages::fetch::{
     AbortedTransaction, EpochEndOffset, FetchPartitionData, FetchRequest, FetchResponse,
     FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
 };
-use kafka_client::protocol::messages::find_coordinator::{
+use kafka_client::testing::protocol::messages::find_coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
 };
-use kafka_client::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
-use kafka_client::protocol::messages::join_group::{
+use kafka_client::testing::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use kafka_client::testing::protocol::messages::join_group::{
     JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember,
 };
-use kafka_client::protocol::messages::leave_group::{
+use kafka_client::testing::protocol::messages::leave_group::{
     LeaveGroupRequest, LeaveGroupResponse, MemberResponse,
 };
-use kafka_client::protocol::messages::list_offsets::{
+use kafka_client::testing::protocol::messages::list_offsets::{
     ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
-use kafka_client::protocol::messages::offset_commit::{
+use kafka_client::testing::protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitResponse, OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 };
-use kafka_client::protocol::messages::offset_fetch::{
+use kafka_client::testing::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
     OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
 };
-use kafka_client::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
-use kafka_client::protocol::primitives::Uuid;
-use kafka_client::protocol::{ErrorCode, Request, ResponseHeader, decode_response};
+use kafka_client::testing::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
+use kafka_client::testing::protocol::primitives::Uuid;
+use kafka_client::testing::protocol::{ErrorCode, Request, ResponseHeader, decode_response};
 use proptest::prelude::*;
 
 #[global_allocator]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kafka_client::protocol::{ApiKey, ErrorCode};
+use kafka_client::testing::protocol::{ApiKey, ErrorCode};
 use kafka_client::{Consumer, ConsumerError};
 
 mod support;

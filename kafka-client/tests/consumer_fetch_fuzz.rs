@@ -1,5 +1,5 @@
 //! The consumer's fetch path on malformed input: a Fetch response frame is decoded and each
-//! partition's bytes go through the batch reader (`consumer::fetch_decode::parse_partition`),
+//! partition's bytes go through the batch reader (`testing::fetch_decode::parse_partition`),
 //! which checks CRCs, inflates compressed batches (bounded), decodes records, steps over
 //! control batches and aborted transactions. On random frames, on real Java batches of every
 //! codec (`tests/data/`) with bytes changed, cut, inserted or with a length forged at every
@@ -13,13 +13,13 @@ use std::alloc::System;
 use std::sync::{Arc, Once};
 
 use cap::Cap;
-use kafka_client::consumer::fetch_decode::{ParsedFetch, parse_partition};
-use kafka_client::protocol::messages::fetch::{
+use kafka_client::testing::fetch_decode::{ParsedFetch, parse_partition};
+use kafka_client::testing::protocol::messages::fetch::{
     AbortedTransaction, FetchPartitionData, FetchRequest, FetchResponse, FetchableTopicResponse,
     IsolationLevel,
 };
-use kafka_client::protocol::primitives::Uuid;
-use kafka_client::protocol::{ErrorCode, ResponseHeader, decode_response};
+use kafka_client::testing::protocol::primitives::Uuid;
+use kafka_client::testing::protocol::{ErrorCode, ResponseHeader, decode_response};
 use proptest::prelude::*;
 
 #[global_allocator]

@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crac_api::Context;
-use kafka_client::protocol::messages::consumer_group_heartbeat::{
+use kafka_client::testing::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicIdPartitions,
 };
-use kafka_client::protocol::messages::consumer_protocol::{
+use kafka_client::testing::protocol::messages::consumer_protocol::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, StickyUserData, TopicPartitions,
 };
-use kafka_client::protocol::messages::join_group::JoinGroupResponseMember;
-use kafka_client::protocol::{ApiKey, ErrorCode};
+use kafka_client::testing::protocol::messages::join_group::JoinGroupResponseMember;
+use kafka_client::testing::protocol::{ApiKey, ErrorCode};
 use kafka_client::{Consumer, ConsumerRebalanceListener, TopicPartition};
 
 mod support;
@@ -348,7 +348,7 @@ fn consumer_without(c: &FakeCluster, extra: &[(&str, &str)], drop: &[&str]) -> C
     Consumer::from_properties(props).expect("consumer config")
 }
 
-fn topic_id(c: &FakeCluster) -> kafka_client::protocol::primitives::Uuid {
+fn topic_id(c: &FakeCluster) -> kafka_client::testing::protocol::primitives::Uuid {
     c.model(|m| m.topics[T].0)
 }
 

@@ -4,7 +4,7 @@
 //! applied, and a position is validated after a leader change (a log truncated under it by an
 //! unclean leader election is read again from where it diverges).
 
-use kafka_client::protocol::ApiKey;
+use kafka_client::testing::protocol::ApiKey;
 use kafka_client::{Consumer, ConsumerError, TopicPartition};
 
 mod support;

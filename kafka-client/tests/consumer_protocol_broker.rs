@@ -22,31 +22,39 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kafka_client::protocol::compression::{self, Compression};
-use kafka_client::protocol::messages::consumer_protocol::{
+use kafka_client::testing::protocol::compression::{self, Compression};
+use kafka_client::testing::protocol::messages::consumer_protocol::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, PROTOCOL_TYPE, TopicPartitions,
 };
-use kafka_client::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchTopic};
-use kafka_client::protocol::messages::find_coordinator::FindCoordinatorRequest;
-use kafka_client::protocol::messages::heartbeat::HeartbeatRequest;
-use kafka_client::protocol::messages::join_group::{JoinGroupRequest, JoinGroupRequestProtocol};
-use kafka_client::protocol::messages::leave_group::{LeaveGroupRequest, MemberIdentity};
-use kafka_client::protocol::messages::list_offsets::{
+use kafka_client::testing::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_client::testing::protocol::messages::find_coordinator::FindCoordinatorRequest;
+use kafka_client::testing::protocol::messages::heartbeat::HeartbeatRequest;
+use kafka_client::testing::protocol::messages::join_group::{
+    JoinGroupRequest, JoinGroupRequestProtocol,
+};
+use kafka_client::testing::protocol::messages::leave_group::{LeaveGroupRequest, MemberIdentity};
+use kafka_client::testing::protocol::messages::list_offsets::{
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ListOffsetsPartition, ListOffsetsRequest,
     ListOffsetsTopic,
 };
-use kafka_client::protocol::messages::offset_commit::{
+use kafka_client::testing::protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use kafka_client::protocol::messages::offset_fetch::{
+use kafka_client::testing::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestTopics,
 };
-use kafka_client::protocol::messages::produce::{PartitionProduceData, TopicProduceData};
-use kafka_client::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupRequestAssignment};
-use kafka_client::protocol::messages::{ApiVersionsRequest, MetadataRequest, ProduceRequest};
-use kafka_client::protocol::primitives::Uuid;
-use kafka_client::protocol::record::{BatchWriter, decode_batches};
-use kafka_client::protocol::{ApiVersionsTable, ErrorCode, Request, decode_response, encode_frame};
+use kafka_client::testing::protocol::messages::produce::{PartitionProduceData, TopicProduceData};
+use kafka_client::testing::protocol::messages::sync_group::{
+    SyncGroupRequest, SyncGroupRequestAssignment,
+};
+use kafka_client::testing::protocol::messages::{
+    ApiVersionsRequest, MetadataRequest, ProduceRequest,
+};
+use kafka_client::testing::protocol::primitives::Uuid;
+use kafka_client::testing::protocol::record::{BatchWriter, decode_batches};
+use kafka_client::testing::protocol::{
+    ApiVersionsTable, ErrorCode, Request, decode_response, encode_frame,
+};
 
 const CODECS: [Compression; 4] = [
     Compression::Gzip,

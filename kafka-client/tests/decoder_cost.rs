@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use cap::Cap;
 use kafka_client::ConsumerConfig;
-use kafka_client::consumer::fetch_decode::{
+use kafka_client::testing::fetch_decode::{
     DecompressionBudget, ParsedFetch, parse_partition_within,
 };
-use kafka_client::protocol::DecodeError;
-use kafka_client::protocol::compression::{self, Compression};
-use kafka_client::protocol::messages::fetch::IsolationLevel;
-use kafka_client::protocol::record::BatchWriter;
+use kafka_client::testing::protocol::DecodeError;
+use kafka_client::testing::protocol::compression::{self, Compression};
+use kafka_client::testing::protocol::messages::fetch::IsolationLevel;
+use kafka_client::testing::protocol::record::BatchWriter;
 use proptest::prelude::*;
 
 mod support;

@@ -3,18 +3,20 @@
 //! panic, and never an allocation larger than the frame allows (a forged count of 2^31
 //! elements in a small frame is refused before anything is reserved).
 
-use kafka_client::protocol::messages::api_versions::ApiVersion;
-use kafka_client::protocol::messages::metadata::{
+use kafka_client::testing::protocol::messages::api_versions::ApiVersion;
+use kafka_client::testing::protocol::messages::metadata::{
     MetadataBroker, MetadataPartition, MetadataTopic,
 };
-use kafka_client::protocol::messages::produce::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_client::protocol::messages::{
+use kafka_client::testing::protocol::messages::produce::{
+    PartitionProduceResponse, TopicProduceResponse,
+};
+use kafka_client::testing::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, InitProducerIdRequest, InitProducerIdResponse,
     MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
 };
-use kafka_client::protocol::primitives::Uuid;
-use kafka_client::protocol::record::decode_batches;
-use kafka_client::protocol::{ErrorCode, Request, ResponseHeader, decode_response};
+use kafka_client::testing::protocol::primitives::Uuid;
+use kafka_client::testing::protocol::record::decode_batches;
+use kafka_client::testing::protocol::{ErrorCode, Request, ResponseHeader, decode_response};
 use proptest::prelude::*;
 
 fn frame(header_version: i16, body: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crac_api::Context;
-use kafka_client::protocol::ApiKey;
-use kafka_client::protocol::ErrorCode;
+use kafka_client::testing::protocol::ApiKey;
+use kafka_client::testing::protocol::ErrorCode;
 use kafka_client::{Consumer, ConsumerError, ProducerRecord, TopicPartition};
 
 mod support;

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use kafka_client::ProduceError;
-use kafka_client::protocol::ErrorCode;
-use kafka_client::protocol::{ApiKey, messages::ProduceResponse};
+use kafka_client::testing::protocol::ErrorCode;
+use kafka_client::testing::protocol::{ApiKey, messages::ProduceResponse};
 
 mod support;
 use support::clients::{T, WAIT, producer, send, values};
@@ -201,4 +201,67 @@ fn a_batch_in_flight_expires_at_the_delivery_timeout() {
     // it cannot know whether "b" was written: here it was).
     send(&p, 0, "c").wait().unwrap();
     assert_eq!(values(&c, 0), ["a", "b", "c"]);
+}
+
+/// Sends `n` one-record batches (`batch.size` 100) to partition 0 with values "0…", "1…", …
+fn send_batches(p: &kafka_client::Producer, n: usize) -> Vec<kafka_client::DeliveryFuture> {
+    (0..n)
+        .map(|i| send(p, 0, &format!("{i}{}", "x".repeat(60))))
+        .collect()
+}
+
+#[test]
+fn a_refused_first_batch_of_a_partition_is_not_overtaken_by_the_next() {
+    // A leader that did not know yet that it led refuses the first batch (answering after
+    // 300 ms); a broker with no state for the producer would take any batch sent meanwhile,
+    // and the first batch could then never be written (a gap at the partition's head).
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    let p = producer(&c, &[("batch.size", "100")]);
+    c.fail_produce(T, 0, &[ErrorCode::NotLeaderOrFollower]);
+    c.on(ApiKey::Produce, 1, |_, r| {
+        Action::Delay(Duration::from_millis(300), Box::new(Action::Reply(r)))
+    });
+    for r in send_batches(&p, 3) {
+        r.wait().unwrap();
+    }
+    let firsts: Vec<u8> = values(&c, 0).iter().map(|v| v.as_bytes()[0]).collect();
+    assert_eq!(firsts, b"012");
+    let s = sequences(&c, 0);
+    assert_eq!(s.iter().map(|x| x.2).collect::<Vec<_>>(), [0, 0, 1, 2]);
+    assert_eq!(p.metrics().producer_epoch_bumps, 0);
+}
+
+#[test]
+fn a_batch_behind_sequences_the_broker_wrote_fails_at_once() {
+    // The broker dropped the producer's state (idle past `producer.id.expiration.ms`), then
+    // refused "0…" as not leader while "1…", sent behind it, was taken with its sequence:
+    // "0…" can never be written in order. It fails with that said, not after 5 s of retries.
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    let p = producer(&c, &[("batch.size", "100")]);
+    send(&p, 0, "a").wait().unwrap();
+    c.forget_producers(T, 0);
+    c.fail_produce(T, 0, &[ErrorCode::NotLeaderOrFollower]);
+    c.on(ApiKey::Produce, 1, |_, r| {
+        Action::Delay(Duration::from_millis(300), Box::new(Action::Reply(r)))
+    });
+    let mut reports = send_batches(&p, 2).into_iter();
+    let (first, second) = (reports.next().unwrap(), reports.next().unwrap());
+    second.wait().unwrap();
+    match first.wait() {
+        Err(ProduceError::Broker { code, message, .. }) => {
+            assert_eq!(code, ErrorCode::OutOfOrderSequenceNumber);
+            let m = message.unwrap();
+            assert!(m.contains("can no longer be written"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The partition goes on under the same epoch.
+    send(&p, 0, "c").wait().unwrap();
+    let v = values(&c, 0);
+    assert_eq!(v.first().map(String::as_str), Some("a"));
+    assert_eq!(v.last().map(String::as_str), Some("c"));
+    assert_eq!(v.len(), 3);
+    assert_eq!(p.metrics().producer_epoch_bumps, 0);
 }

@@ -8,9 +8,9 @@
 use std::time::{Duration, Instant};
 
 use crac_api::Context;
-use kafka_client::protocol::messages::InitProducerIdResponse;
-use kafka_client::protocol::messages::end_txn::EndTxnResponse;
-use kafka_client::protocol::{ApiKey, ErrorCode};
+use kafka_client::testing::protocol::messages::InitProducerIdResponse;
+use kafka_client::testing::protocol::messages::end_txn::EndTxnResponse;
+use kafka_client::testing::protocol::{ApiKey, ErrorCode};
 use kafka_client::{
     ConsumerGroupMetadata, OffsetAndMetadata, ProduceError, Producer, ProducerRecord,
     TopicPartition, TransactionAction, TransactionError, TransactionState,

@@ -1355,7 +1355,7 @@ def report(bench):
 
 
 def summary(bench):
-    """The short tables README.md shows: throughput and CPU with the ratios, latency at the
+    """The short tables docs/benchmarks.md shows: throughput and CPU with the ratios, latency at the
     fixed rate, checkpoint/restore, overhead."""
     runs, names = bench.runs, [p.name for p in bench.peers]
     label = {"ours": "ours", "librdkafka": "librdkafka", "java": "Java"}
@@ -1623,7 +1623,7 @@ def consumer_report(bench):
 
 
 def consumer_summary(bench):
-    """The consumer tables README.md shows ("" without consumer runs)."""
+    """The consumer tables docs/benchmarks.md shows ("" without consumer runs)."""
     runs, names = bench.runs, [p.name for p in bench.peers]
     cfgs = consumer_configs(runs)
     if not cfgs or "ours" not in names:

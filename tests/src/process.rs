@@ -127,6 +127,15 @@ impl Proc {
         }
     }
 
+    /// Drops the lines starting with `prefix` received so far and not yet taken: the next
+    /// such line [`Proc::expect`] takes was printed about now or later.
+    pub fn skip(&mut self, prefix: &str) {
+        while let Ok(l) = self.lines.try_recv() {
+            self.pending.push(l);
+        }
+        self.pending.retain(|l| !l.starts_with(prefix));
+    }
+
     /// Waits for the program to end (panics after `timeout`, killing it).
     pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
         let child = self.child.as_mut().expect("not waited yet");

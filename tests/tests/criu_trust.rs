@@ -276,7 +276,7 @@ fn an_image_that_needs_a_cpu_feature_this_host_lacks_is_refused() {
     let pid = image(APP, &img, &[]);
     let meta = img.join("crac-image.txt");
     let text = fs::read_to_string(&meta).unwrap();
-    let host = crac_criu::cpu::host_features();
+    let host = crac_criu::testing::host_features();
     let line = text
         .lines()
         .find(|l| l.starts_with("cpu_features="))
@@ -299,8 +299,8 @@ fn an_image_that_needs_a_cpu_feature_this_host_lacks_is_refused() {
     .unwrap_or("crac-test-feature");
     // Recorded as the image's owner would: the metadata changed, then sealed again.
     fs::write(&meta, text.replace(&line, &format!("{line},{lacking}"))).unwrap();
-    let d = crac_criu::dir::Dir::open(&img).unwrap();
-    crac_criu::manifest::seal(&d).unwrap();
+    let d = crac_criu::testing::Dir::open(&img).unwrap();
+    crac_criu::testing::seal(&d).unwrap();
     refused(
         &img,
         pid,
@@ -310,6 +310,6 @@ fn an_image_that_needs_a_cpu_feature_this_host_lacks_is_refused() {
         ],
     );
     fs::write(&meta, &text).unwrap();
-    crac_criu::manifest::seal(&d).unwrap();
+    crac_criu::testing::seal(&d).unwrap();
     restores(&img);
 }

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crac_tests::kafka::{Cluster, ConsumedRecord};
-use kafka_client::protocol::ErrorCode;
+use kafka_client::ErrorCode;
 use kafka_client::{Acks, Header, ProduceError, Producer, ProducerConfig, ProducerRecord};
 
 fn kafka() -> &'static Cluster {

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crac_tests::kafka::Cluster;
-use kafka_client::protocol::ErrorCode;
+use kafka_client::ErrorCode;
 use kafka_client::{
     Consumer, ConsumerConfig, ConsumerGroupMetadata, OffsetAndMetadata, Producer, ProducerConfig,
     ProducerRecord, TopicPartition, TransactionAction, TransactionError, TransactionState,

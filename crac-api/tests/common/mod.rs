@@ -4,10 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use crac_api::{
-    CheckpointOptions, Context, Engine, EngineError, EngineErrorKind, EngineOutcome, Resource,
-    ResourceError, RestoreData,
-};
+use crac_api::spi::{Engine, EngineError, EngineErrorKind, EngineOutcome, RestoreData};
+use crac_api::{CheckpointOptions, Context, Resource, ResourceError};
 use parking_lot::Mutex;
 
 /// Tests in one binary share the global context: each test that checkpoints holds this.

@@ -1,6 +1,6 @@
 //! Partition assignors of the classic group protocol, computed by the group's leader: `range`
 //! and `roundrobin`, exactly as the Java client's `RangeAssignor` and `RoundRobinAssignor`
-//! assign, and `sticky` and `cooperative-sticky` with Java's sticky algorithm ([`super::sticky`]),
+//! assign, and `sticky` and `cooperative-sticky` with Java's sticky algorithm (`sticky`),
 //! so a group may mix our members and Java's (Java 4 offers `[range, cooperative-sticky]` by
 //! default: the common `range` is chosen, unless every member offers `cooperative-sticky`
 //! first).

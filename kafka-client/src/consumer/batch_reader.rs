@@ -27,7 +27,7 @@ use super::record::{ConsumerRecord, TimestampType};
 use crate::protocol::DecodeError;
 use crate::protocol::messages::fetch::{AbortedTransaction, IsolationLevel};
 use crate::protocol::primitives::{ReadType, Reader};
-use crate::protocol::record::{BATCH_HEADER_SIZE, MAX_DECOMPRESSED_BATCH, RecordBatch};
+use crate::protocol::record::{BATCH_HEADER_SIZE, RecordBatch};
 
 /// What one partition's fetched bytes amount to.
 #[derive(Debug, Default)]
@@ -112,6 +112,7 @@ impl DecompressionBudget {
     }
 
     /// Bytes left.
+    #[cfg(any(test, feature = "testing"))]
     pub fn remaining(&self) -> usize {
         self.remaining
     }
@@ -119,7 +120,8 @@ impl DecompressionBudget {
 
 /// Parses the `records` of one partition fetched at `fetch_offset`. `aborted` is the
 /// response's aborted-transaction list (read_committed). Compressed batches may inflate to
-/// [`MAX_DECOMPRESSED_BATCH`] each.
+/// [`MAX_DECOMPRESSED_BATCH`](crate::protocol::record::MAX_DECOMPRESSED_BATCH) each.
+#[cfg(any(test, feature = "testing"))]
 pub fn parse_partition(
     topic: &Arc<str>,
     partition: i32,
@@ -128,7 +130,7 @@ pub fn parse_partition(
     isolation: IsolationLevel,
     aborted: &[AbortedTransaction],
 ) -> ParsedFetch {
-    let mut budget = DecompressionBudget::new(MAX_DECOMPRESSED_BATCH);
+    let mut budget = DecompressionBudget::new(crate::protocol::record::MAX_DECOMPRESSED_BATCH);
     parse_partition_within(
         topic,
         partition,

@@ -25,32 +25,9 @@ use std::time::{Duration, Instant};
 use crac_api::{Context, Resource, ResourceError};
 
 use super::ConsumerInner;
+use super::error::ConsumerCheckpointError;
 use super::network_thread::Command;
 use crate::network::checkpoint::{id_after_restore, reply_grace};
-
-/// Why `before_checkpoint` refused.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConsumerCheckpointError {
-    /// The positions could not be committed (coordinator unreachable, member fenced, ...).
-    #[error(
-        "kafka consumer {client_id} (group {group}): cannot checkpoint: {detail}; the consumer goes on"
-    )]
-    NotCommitted {
-        /// The consumer.
-        client_id: String,
-        /// Its group.
-        group: String,
-        /// What failed.
-        detail: String,
-    },
-    /// The network thread is gone (consumer closed) or did not answer.
-    #[error("kafka consumer {client_id}: network thread did not answer the checkpoint request")]
-    NoNetworkThread {
-        /// The consumer.
-        client_id: String,
-    },
-}
 
 impl Resource for ConsumerInner {
     fn before_checkpoint(&self, _: &Context) -> Result<(), ResourceError> {
@@ -101,7 +78,13 @@ impl Resource for ConsumerInner {
     fn after_restore(&self, _: &Context) -> Result<(), ResourceError> {
         let marker = self.checkpoint.take();
         let shift = marker.unwrap_or(Duration::ZERO);
-        let current = self.shared.state.lock().group_instance_id.clone();
+        let current = self
+            .shared
+            .state
+            .lock()
+            .membership
+            .group_instance_id
+            .clone();
         let instance = match (&self.config.group_instance_id, marker) {
             (Some(configured), Some(_)) => Some(id_after_restore(
                 configured,

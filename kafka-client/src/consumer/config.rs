@@ -7,9 +7,9 @@ use std::time::Duration;
 
 pub use crate::config::ConfigError;
 use crate::config::{
-    COMMON_KEYS, CommonConfig, INT_MS, LONG_MS, SECURITY_KEYS, check_max, check_ms,
-    check_wire_string, common_builders, concat_keys, keys_len, parse_bool, parse_ms, parse_num,
-    parse_with, properties_pairs,
+    COMMON_KEYS, ClientConfig, CommonConfig, INT_MS, LONG_MS, SECURITY_KEYS, check_max, check_ms,
+    check_wire_string, client_config_api, common_builders, concat_keys, keys_len, parse_bool,
+    parse_ms, parse_num, parse_with,
 };
 use crate::network::connection::MAX_RESPONSE_SIZE;
 use crate::protocol::messages::fetch::IsolationLevel;
@@ -139,7 +139,7 @@ pub struct ConsumerConfig {
     /// [`max_decompressed_bytes`](Self::max_decompressed_bytes).
     pub fetch_max_decompressed_bytes: Option<usize>,
     /// `fetch.max.compression.ratio` (default
-    /// [`DEFAULT_MAX_RATIO`](crate::protocol::compression::DEFAULT_MAX_RATIO), 64): a compressed
+    /// `protocol::compression::DEFAULT_MAX_RATIO`, 64): a compressed
     /// batch may inflate to this many times its size, or to 8 MiB, whichever is more; past it
     /// the batch is a decompression bomb and an error for its partition, whatever
     /// `fetch.max.decompressed.bytes` leaves.
@@ -183,7 +183,7 @@ pub const DECOMPRESSED_PER_FETCH_BYTE: usize = 2;
 
 /// The largest `fetch.max.bytes` and `max.partition.fetch.bytes`: a response of that much
 /// data, with 1 MiB for its headers, still fits the frame limit
-/// ([`MAX_RESPONSE_SIZE`]).
+/// (`MAX_RESPONSE_SIZE`).
 pub const MAX_FETCH_BYTES: i32 = (MAX_RESPONSE_SIZE - (1 << 20)) as i32;
 
 /// The consumer's own keys.
@@ -261,43 +261,20 @@ fn non_empty(v: &str) -> Option<String> {
     (!v.is_empty()).then(|| v.to_owned())
 }
 
-impl ConsumerConfig {
-    /// Defaults, with `bootstrap.servers` (e.g. `"127.0.0.1:9092,127.0.0.1:9093"`).
-    pub fn new(bootstrap_servers: &str) -> Result<Self, ConfigError> {
-        let mut c = Self::default();
-        c.set("bootstrap.servers", bootstrap_servers)?;
-        Ok(c)
+/// The consumer's own keys; the rest of the mechanics are [`ClientConfig`]'s.
+impl ClientConfig for ConsumerConfig {
+    const CLIENT: &'static str = "consumer";
+    const KEYS: &'static [&'static str] = KEYS;
+
+    fn common(&mut self) -> &mut CommonConfig {
+        &mut self.common
     }
 
-    /// Reads `key=value` pairs (Java's consumer keys) and validates the result.
-    pub fn from_properties<K, V>(
-        props: impl IntoIterator<Item = (K, V)>,
-    ) -> Result<Self, ConfigError>
-    where
-        K: AsRef<str>,
-        V: AsRef<str>,
-    {
-        let mut c = Self::default();
-        for (k, v) in props {
-            c.set(k.as_ref(), v.as_ref())?;
-        }
-        c.validate()?;
-        Ok(c)
+    fn explicit(&mut self) -> &mut Vec<&'static str> {
+        &mut self.explicit
     }
 
-    /// Reads a Java `.properties`-style text: `key=value` lines, `#` and `!` comments.
-    pub fn from_properties_text(text: &str) -> Result<Self, ConfigError> {
-        Self::from_properties(properties_pairs(text)?)
-    }
-
-    /// Sets one key from its string value, as in Java properties. An unknown key or a bad
-    /// value is an error naming both.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, ConfigError> {
-        let resolved = self.common.resolve_now(key, value)?;
-        let v = &*resolved;
-        if let Some(k) = self.common.set(key, v)? {
-            return Ok(self.mark(k));
-        }
+    fn set_own(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
         match key {
             "group.id" => self.group_id = non_empty(v),
             "group.instance.id" => self.group_instance_id = non_empty(v),
@@ -346,19 +323,18 @@ impl ConsumerConfig {
             "checkpoint.timeout.ms" => self.checkpoint_timeout = parse_ms(key, v)?,
             "checkpoint.commit.offsets" => self.checkpoint_commit_offsets = parse_bool(key, v)?,
             "crac.group.instance.id.var" => self.crac_group_instance_id_var = v.trim().to_owned(),
-            _ => {
-                return Err(ConfigError::new(
-                    key,
-                    v,
-                    "unknown key (see kafka_client::consumer::config::KEYS)",
-                ));
-            }
+            _ => return Ok(false),
         }
-        if let Some(k) = KEYS.iter().find(|k| **k == key) {
-            self.mark(k);
-        }
-        Ok(self)
+        Ok(true)
     }
+
+    fn validate(&mut self) -> Result<(), ConfigError> {
+        ConsumerConfig::validate(self)
+    }
+}
+
+impl ConsumerConfig {
+    client_config_api!("consumer");
 
     /// Checks the combination, as Java's consumer does.
     pub fn validate(&mut self) -> Result<(), ConfigError> {
@@ -499,18 +475,6 @@ impl ConsumerConfig {
                 .unwrap_or(1)
                 .saturating_mul(DECOMPRESSED_PER_FETCH_BYTE)
         })
-    }
-
-    /// Keys set explicitly (by `set` or a builder method).
-    pub fn explicit_keys(&self) -> &[&'static str] {
-        &self.explicit
-    }
-
-    fn mark(&mut self, key: &'static str) -> &mut Self {
-        if !self.explicit.contains(&key) {
-            self.explicit.push(key);
-        }
-        self
     }
 
     common_builders!();

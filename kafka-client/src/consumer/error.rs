@@ -1,4 +1,5 @@
-//! What the consumer's calls can fail with, typed, with what a user needs to act on it.
+//! What the consumer's calls ([`ConsumerError`]) and its checkpoint
+//! ([`ConsumerCheckpointError`]) can fail with, typed, with what a user needs to act on it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,4 +122,28 @@ impl ConsumerError {
             _ => false,
         }
     }
+}
+
+/// Why `before_checkpoint` refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConsumerCheckpointError {
+    /// The positions could not be committed (coordinator unreachable, member fenced, ...).
+    #[error(
+        "kafka consumer {client_id} (group {group}): cannot checkpoint: {detail}; the consumer goes on"
+    )]
+    NotCommitted {
+        /// The consumer.
+        client_id: String,
+        /// Its group.
+        group: String,
+        /// What failed.
+        detail: String,
+    },
+    /// The network thread is gone (consumer closed) or did not answer.
+    #[error("kafka consumer {client_id}: network thread did not answer the checkpoint request")]
+    NoNetworkThread {
+        /// The consumer.
+        client_id: String,
+    },
 }

@@ -6,7 +6,7 @@
 //! resource).
 
 pub mod assignor;
-mod batch_reader;
+pub(crate) mod batch_reader;
 mod checkpoint;
 pub mod config;
 mod coordinator;
@@ -20,18 +20,6 @@ mod shared;
 mod sticky;
 mod validation;
 
-/// The error `before_checkpoint` returns.
-pub mod checkpoint_error {
-    pub use super::checkpoint::ConsumerCheckpointError;
-}
-
-/// The decoding of fetched record batches, exposed for fuzzing.
-pub mod fetch_decode {
-    pub use super::batch_reader::{
-        DecompressionBudget, ParsedFetch, parse_partition, parse_partition_within,
-    };
-}
-
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,7 +32,7 @@ use parking_lot::Mutex;
 pub use self::assignor::AssignorKind;
 pub use self::config::{AutoOffsetReset, ConfigError, ConsumerConfig, GroupProtocol};
 use self::coordinator::{CommitOffsets, CommitReply};
-pub use self::error::ConsumerError;
+pub use self::error::{ConsumerCheckpointError, ConsumerError};
 use self::network_thread::{Command, ConsumerNetworkThread};
 pub use self::rebalance::{ConsumerRebalanceListener, NoopListener};
 pub use self::record::{
@@ -607,10 +595,11 @@ impl Consumer {
         if partitions.is_empty() {
             return;
         }
-        if !lost && self.inner.config.enable_auto_commit {
-            if let Err(e) = self.commit_inner(None, timeout) {
-                tracing::warn!(error = %e, "auto-commit before giving up partitions failed");
-            }
+        if !lost
+            && self.inner.config.enable_auto_commit
+            && let Err(e) = self.commit_inner(None, timeout)
+        {
+            tracing::warn!(error = %e, "auto-commit before giving up partitions failed");
         }
         if lost {
             self.call_listener(|l, c| l.on_partitions_lost(c, partitions));

@@ -34,7 +34,7 @@ pub(crate) enum RequestContext {
     /// Positions to initialize (`None`) or a `committed()` query (its id).
     OffsetFetch(Option<u64>),
     /// Positions being validated after a leader change.
-    OffsetForLeaderEpoch(super::validation::Checked),
+    OffsetForLeaderEpoch(Checked),
 }
 
 /// What a ConsumerGroupHeartbeat was for.
@@ -47,6 +47,10 @@ pub(crate) enum GroupHeartbeatKind {
     /// A restored copy removing the image's static member.
     Release,
 }
+
+/// The positions an OffsetForLeaderEpoch checks (`validation`): each partition, its position
+/// and the position's epoch.
+pub(crate) type Checked = Vec<(TopicPartition, i64, i32)>;
 
 /// A Fetch in flight: which positions it asked for, and the topic ids it named.
 #[derive(Debug)]

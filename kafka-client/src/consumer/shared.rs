@@ -135,12 +135,25 @@ impl RebalanceStep {
     }
 }
 
-/// A member id with its generation and `group.instance.id`.
+/// A member id with its generation (or KIP-848 member epoch) and `group.instance.id`: who
+/// the member is, as the coordinator's membership publishes it (its state machine stays on
+/// the network thread).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Membership {
     pub member_id: String,
     pub generation_id: i32,
     pub group_instance_id: Option<String>,
+}
+
+impl Membership {
+    /// Not a member (yet).
+    pub fn none(group_instance_id: Option<String>) -> Self {
+        Self {
+            member_id: String::new(),
+            generation_id: -1,
+            group_instance_id,
+        }
+    }
 }
 
 /// Outcome of an asynchronous commit, for its callback on the application thread.
@@ -170,10 +183,8 @@ pub(crate) struct State {
     /// When the application last called `poll()`, and whether it is inside it now.
     pub last_poll: Instant,
     pub in_poll: bool,
-    /// Group membership now (written by the network thread).
-    pub member_id: String,
-    pub generation_id: i32,
-    pub group_instance_id: Option<String>,
+    /// Group membership now (written by the network thread whenever it changes).
+    pub membership: Membership,
     /// The membership an assignment came with, set with [`RebalanceStep::Assigned`].
     pub assigned_membership: Membership,
     /// What `group_metadata()` returns: the membership of the last assignment `poll()`
@@ -204,19 +215,9 @@ impl State {
             closed: false,
             last_poll: Instant::now(),
             in_poll: false,
-            member_id: String::new(),
-            generation_id: -1,
-            assigned_membership: Membership {
-                member_id: String::new(),
-                generation_id: -1,
-                group_instance_id: group_instance_id.clone(),
-            },
-            polled_membership: Membership {
-                member_id: String::new(),
-                generation_id: -1,
-                group_instance_id: group_instance_id.clone(),
-            },
-            group_instance_id,
+            membership: Membership::none(group_instance_id.clone()),
+            assigned_membership: Membership::none(group_instance_id.clone()),
+            polled_membership: Membership::none(group_instance_id),
             records_returned: 0,
             rebalances: 0,
         }

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use super::config::{AutoOffsetReset, ConsumerConfig};
 use super::error::ConsumerError;
-use super::net::{Net, RequestContext};
+use super::net::{Checked, Net, RequestContext};
 use super::record::TopicPartition;
 use super::shared::{Shared, State};
 use crate::network::NetworkError;
@@ -24,9 +24,6 @@ use crate::protocol::messages::offset_for_leader_epoch::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 };
-
-/// A position being checked: the partition, the position and its epoch.
-pub(crate) type Checked = Vec<(TopicPartition, i64, i32)>;
 
 /// Finds the positions to check and checks them.
 #[derive(Debug)]

@@ -63,7 +63,6 @@ impl NetworkConfig {
 #[derive(Debug)]
 struct InFlight<T> {
     correlation_id: i32,
-    api_key: ApiKey,
     version: i16,
     deadline: Instant,
     context: T,
@@ -121,8 +120,6 @@ pub enum Completion<T> {
         node_id: i32,
         /// The caller's context given to `send`.
         context: T,
-        /// API.
-        api_key: ApiKey,
         /// Version the request was sent in.
         version: i16,
         /// Correlation id.
@@ -175,11 +172,6 @@ impl<T> NetworkClient<T> {
             orphans: Vec::new(),
             moved: HashMap::new(),
         }
-    }
-
-    /// The settings.
-    pub fn config(&self) -> &NetworkConfig {
-        &self.config
     }
 
     /// Adds or updates a node's address. A changed address closes the old connection (its
@@ -267,11 +259,6 @@ impl<T> NetworkClient<T> {
             }
         }
         lost
-    }
-
-    /// Known node ids.
-    pub fn node_ids(&self) -> Vec<i32> {
-        self.nodes.keys().copied().collect()
     }
 
     /// Whether a connection to the node is open.
@@ -698,7 +685,6 @@ impl<T> NetworkClient<T> {
         if expect_response {
             node.in_flight.push_back(InFlight {
                 correlation_id,
-                api_key,
                 version,
                 deadline: now + timeout,
                 context,
@@ -745,7 +731,6 @@ impl<T> NetworkClient<T> {
                 Some(Completion::Response {
                     node_id,
                     context: f.context,
-                    api_key: f.api_key,
                     version: f.version,
                     correlation_id,
                     body,
@@ -867,6 +852,7 @@ impl<T> NetworkClient<T> {
     }
 
     /// When the node may be tried again, if it is backing off.
+    #[cfg(test)]
     pub fn next_attempt(&self, node_id: i32) -> Option<Instant> {
         self.nodes.get(&node_id).and_then(|n| n.next_attempt)
     }

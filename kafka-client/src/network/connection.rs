@@ -10,7 +10,7 @@ use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zeroize::Zeroizing;
 
@@ -33,8 +33,6 @@ pub struct BrokerConnection {
     stream: TcpStream,
     writer: FrameWriter,
     reader: Option<JoinHandle<()>>,
-    /// Which node this connection serves.
-    pub node_id: i32,
     /// A number unique among this client's connections, so late events of a closed
     /// connection are recognised and dropped.
     pub conn_id: u64,
@@ -148,7 +146,6 @@ impl BrokerConnection {
             stream: handle,
             writer,
             reader: Some(reader),
-            node_id,
             conn_id,
             addr,
             versions,
@@ -241,7 +238,6 @@ fn read_loop(stream: FrameReader, node_id: i32, conn_id: u64, events: Sender<Eve
                     conn_id,
                     correlation_id,
                     body,
-                    received: Instant::now(),
                 };
                 if events.send(ev).is_err() {
                     return;

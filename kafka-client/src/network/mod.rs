@@ -14,10 +14,9 @@ pub mod security;
 pub(crate) mod transport;
 
 use std::net::SocketAddr;
-use std::time::Instant;
 
 pub use client::{Completion, NetworkClient, NetworkConfig};
-pub use metadata::{Cluster, Metadata, PartitionInfo, TopicInfo};
+pub use metadata::Metadata;
 pub use net::{MetadataContext, Net};
 
 use crate::protocol::{DecodeError, ErrorCode};
@@ -36,8 +35,6 @@ pub enum Event {
         correlation_id: i32,
         /// The frame.
         body: Vec<u8>,
-        /// When it was read.
-        received: Instant,
     },
     /// The connection ended (EOF, reset, bad frame).
     Disconnected {

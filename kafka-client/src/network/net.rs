@@ -142,10 +142,10 @@ impl<T: MetadataContext> Net<T> {
     pub fn apply_metadata(&mut self, resp: &MetadataResponse, now: Instant) -> Vec<T> {
         self.metadata.update(resp, now);
         for t in &resp.topics {
-            if let Some(name) = &t.name {
-                if t.topic_id != Uuid::default() {
-                    self.topic_ids.insert(Arc::from(name.as_str()), t.topic_id);
-                }
+            if let Some(name) = &t.name
+                && t.topic_id != Uuid::default()
+            {
+                self.topic_ids.insert(Arc::from(name.as_str()), t.topic_id);
             }
         }
         let brokers: Vec<(i32, String, u16)> = self

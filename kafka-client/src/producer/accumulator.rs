@@ -19,11 +19,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::delivery::{BatchCallbacks, BatchOutcome, BatchResult, DeliveryFuture};
+use super::error::ProduceError;
 use super::idempotence::ProducerIdAndEpoch;
 use super::metrics::Counters;
 use super::partitioner::{StickyPartition, partition_for_key};
 use super::record::{ProducerRecord, RecordMetadata};
-use crate::error::ProduceError;
 use crate::protocol::ErrorCode;
 use crate::protocol::record::{BATCH_HEADER_SIZE, BatchWriter, Compression, RecordSize};
 

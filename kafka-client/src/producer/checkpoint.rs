@@ -19,38 +19,10 @@ use crac_api::{Context, Resource, ResourceError};
 
 use super::ProducerInner;
 use super::config::{CheckpointTransactionPolicy, ProducerConfig, TransactionalIdPolicy};
+use super::error::CheckpointDrainError;
 use super::sender::Command;
 use super::transaction::TransactionManager;
 use crate::network::checkpoint::{reply_grace, restore_var, unique_id};
-
-/// Why `before_checkpoint` refused.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum CheckpointDrainError {
-    /// Records were still unacknowledged at `checkpoint.drain.timeout.ms`.
-    #[error("kafka producer {client_id}: cannot checkpoint: {detail}")]
-    NotDrained {
-        /// The producer.
-        client_id: String,
-        /// What was left.
-        detail: String,
-    },
-    /// The sender thread is gone (producer closed) or did not answer.
-    #[error("kafka producer {client_id}: sender thread did not answer the checkpoint request")]
-    NoSender {
-        /// The producer.
-        client_id: String,
-    },
-    /// The open transaction did not end in time (`checkpoint.transaction.policy=wait`), or
-    /// its abort did not finish.
-    #[error("kafka producer {client_id}: cannot checkpoint: {detail}")]
-    TransactionOpen {
-        /// The producer.
-        client_id: String,
-        /// What was left.
-        detail: String,
-    },
-}
 
 /// A transactional producer's checkpoint step: ends the open transaction and keeps new ones
 /// from beginning until after the restore.

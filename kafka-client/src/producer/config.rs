@@ -7,9 +7,9 @@ use std::time::Duration;
 
 pub use crate::config::ConfigError;
 use crate::config::{
-    COMMON_KEYS, CommonConfig, INT_MS, LONG_MS, SECURITY_KEYS, check_max, check_ms,
-    common_builders, concat_keys, keys_len, parse_bool, parse_ms, parse_num, parse_with,
-    properties_pairs,
+    COMMON_KEYS, ClientConfig, CommonConfig, INT_MS, LONG_MS, SECURITY_KEYS, check_max, check_ms,
+    client_config_api, common_builders, concat_keys, keys_len, parse_bool, parse_ms, parse_num,
+    parse_with,
 };
 use crate::protocol::record::Compression;
 
@@ -234,43 +234,20 @@ impl Default for ProducerConfig {
     }
 }
 
-impl ProducerConfig {
-    /// Defaults, with `bootstrap.servers` (e.g. `"127.0.0.1:9092,127.0.0.1:9093"`).
-    pub fn new(bootstrap_servers: &str) -> Result<Self, ConfigError> {
-        let mut c = Self::default();
-        c.set("bootstrap.servers", bootstrap_servers)?;
-        Ok(c)
+/// The producer's own keys; the rest of the mechanics are [`ClientConfig`]'s.
+impl ClientConfig for ProducerConfig {
+    const CLIENT: &'static str = "producer";
+    const KEYS: &'static [&'static str] = KEYS;
+
+    fn common(&mut self) -> &mut CommonConfig {
+        &mut self.common
     }
 
-    /// Reads `key=value` pairs (Java's producer keys).
-    pub fn from_properties<K, V>(
-        props: impl IntoIterator<Item = (K, V)>,
-    ) -> Result<Self, ConfigError>
-    where
-        K: AsRef<str>,
-        V: AsRef<str>,
-    {
-        let mut c = Self::default();
-        for (k, v) in props {
-            c.set(k.as_ref(), v.as_ref())?;
-        }
-        c.validate()?;
-        Ok(c)
+    fn explicit(&mut self) -> &mut Vec<&'static str> {
+        &mut self.explicit
     }
 
-    /// Reads a Java `.properties`-style text: `key=value` lines, `#` and `!` comments.
-    pub fn from_properties_text(text: &str) -> Result<Self, ConfigError> {
-        Self::from_properties(properties_pairs(text)?)
-    }
-
-    /// Sets one key from its string value, as in Java properties. An unknown key or a bad
-    /// value is an error naming both.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, ConfigError> {
-        let resolved = self.common.resolve_now(key, value)?;
-        let v = &*resolved;
-        if let Some(k) = self.common.set(key, v)? {
-            return Ok(self.mark(k));
-        }
+    fn set_own(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
         match key {
             "acks" => self.acks = parse_with(key, v)?,
             "linger.ms" => self.linger = parse_ms(key, v)?,
@@ -304,19 +281,18 @@ impl ProducerConfig {
             "crac.transactional.id.policy" => {
                 self.crac_transactional_id_policy = parse_with(key, v)?
             }
-            _ => {
-                return Err(ConfigError::new(
-                    key,
-                    v,
-                    "unknown key (see kafka_client::producer::config::KEYS)",
-                ));
-            }
+            _ => return Ok(false),
         }
-        if let Some(k) = KEYS.iter().find(|k| **k == key) {
-            self.mark(k);
-        }
-        Ok(self)
+        Ok(true)
     }
+
+    fn validate(&mut self) -> Result<(), ConfigError> {
+        ProducerConfig::validate(self)
+    }
+}
+
+impl ProducerConfig {
+    client_config_api!("producer");
 
     /// Checks the combination, like Java's `ProducerConfig` does. Idempotence, when not set
     /// explicitly, is switched off by settings that contradict it (`acks` other than all,
@@ -411,18 +387,6 @@ impl ProducerConfig {
             self.max_in_flight,
             int,
         )
-    }
-
-    /// Keys set explicitly (by `set` or a builder method).
-    pub fn explicit_keys(&self) -> &[&'static str] {
-        &self.explicit
-    }
-
-    fn mark(&mut self, key: &'static str) -> &mut Self {
-        if !self.explicit.contains(&key) {
-            self.explicit.push(key);
-        }
-        self
     }
 
     common_builders!();

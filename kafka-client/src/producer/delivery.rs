@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use super::error::ProduceError;
 use super::record::RecordMetadata;
-use crate::error::ProduceError;
 
 /// A callback invoked once per record with its outcome, on the producer's I/O thread: keep it
 /// short (hand work to another thread).

@@ -69,6 +69,11 @@ struct PartitionSequences {
     unresolved: Option<i32>,
     /// Sequences restart at 0 under a newer epoch once nothing is in flight.
     restart: Option<Restart>,
+    /// A batch of these sequences was acknowledged. Until then one batch goes at a time: a
+    /// leader with no state for the producer writes whatever sequence comes first, so a
+    /// second batch that overtook a refused first one (a new leader that did not know it
+    /// led yet) would leave a gap at the partition's head that no retry can fill.
+    head_acked: bool,
 }
 
 impl PartitionSequences {
@@ -82,8 +87,25 @@ impl PartitionSequences {
             node: None,
             unresolved: None,
             restart: None,
+            head_acked: false,
         }
     }
+}
+
+/// What an `OUT_OF_ORDER_SEQUENCE_NUMBER` or `UNKNOWN_PRODUCER_ID` means for the batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SequenceVerdict {
+    /// Sent again (in order, perhaps under a new epoch).
+    Retry,
+    /// The broker acknowledged sequences after this batch's: it can never be written in
+    /// order, and retrying until `delivery.timeout.ms` would only delay the report.
+    Unwritable { acked_next: i32 },
+}
+
+/// Whether sequence `a` comes before `b`, in the broker's wrapping sequence space.
+fn sequence_before(a: i32, b: i32) -> bool {
+    let d = (b as i64 - a as i64).rem_euclid(i32::MAX as i64 + 1);
+    d > 0 && d < (1 << 30)
 }
 
 /// Sequences wrap to 0 after `i32::MAX`, as the broker expects.
@@ -186,7 +208,7 @@ impl Idempotence {
                     }
                     *s = PartitionSequences::new(current);
                 }
-                s.in_flight == 0 || s.node == Some(node)
+                s.in_flight == 0 || (s.node == Some(node) && s.head_acked)
             }
         }
     }
@@ -234,6 +256,7 @@ impl Idempotence {
         let Some(seq) = batch.sequence else { return };
         if let Some(s) = self.entry_of(batch) {
             s.acked_next = next_sequence(seq, batch.record_count());
+            s.head_acked = true;
             if s.unresolved.is_some_and(|u| s.acked_next >= u) {
                 // A batch at or after the unresolved one made it: so did everything before.
                 s.unresolved = None;
@@ -251,13 +274,22 @@ impl Idempotence {
         }
     }
 
-    /// OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID for a batch (which is retried):
-    /// whether it asks for a new epoch, as Java's `TransactionManager.canRetry` decides.
-    pub fn on_sequence_error(&mut self, batch: &ProducerBatch, code: ErrorCode) {
-        let Some(seq) = batch.sequence else { return };
-        let Some(s) = self.entry_of(batch) else {
-            return;
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID for a batch: whether it asks for
+    /// a new epoch, as Java's `TransactionManager.canRetry` decides, or can never be written.
+    pub fn on_sequence_error(&mut self, batch: &ProducerBatch, code: ErrorCode) -> SequenceVerdict {
+        let Some(seq) = batch.sequence else {
+            return SequenceVerdict::Retry;
         };
+        let Some(s) = self.entry_of(batch) else {
+            return SequenceVerdict::Retry;
+        };
+        if code == ErrorCode::OutOfOrderSequenceNumber && sequence_before(seq, s.acked_next) {
+            // A copy the broker had would be answered as a duplicate: this one is not there,
+            // and the partition's log has moved past it.
+            return SequenceVerdict::Unwritable {
+                acked_next: s.acked_next,
+            };
+        }
         let first = match s.unresolved {
             None => seq == s.acked_next,
             Some(u) => seq == u,
@@ -267,10 +299,11 @@ impl Idempotence {
             // Otherwise the batch was refused behind an earlier one that failed: it is
             // retried in order once that one is resolved.
             _ if first => Restart::Gap,
-            _ => return,
+            _ => return SequenceVerdict::Retry,
         };
         let key = (batch.topic.clone(), batch.partition);
         self.request_restart(&key, why);
+        SequenceVerdict::Retry
     }
 
     fn request_restart(&mut self, key: &Key, why: Restart) {
@@ -361,25 +394,82 @@ mod tests {
         i.assign(b, 1)
     }
 
+    /// Sends and acknowledges a one-record batch of ("t", 0), so that batches may follow
+    /// each other without waiting (the partition's sequences 1 and on).
+    fn started() -> Idempotence {
+        let mut i = ready();
+        let mut h = batch("t", 0, 1);
+        assert_eq!(send(&mut i, &mut h), (P0, 0));
+        i.release(&h);
+        i.acked(&h);
+        i
+    }
+
     #[test]
     fn sequences_follow_record_counts_and_retries_keep_theirs() {
-        let mut i = ready();
+        let mut i = started();
         let (mut a, mut b) = (batch("t", 0, 3), batch("t", 0, 2));
-        assert_eq!(send(&mut i, &mut a), (P0, 0));
-        assert_eq!(send(&mut i, &mut b), (P0, 3));
+        assert_eq!(send(&mut i, &mut a), (P0, 1));
+        assert_eq!(send(&mut i, &mut b), (P0, 4));
         i.release(&a);
         // a is retried while b is in flight: only once b is back (it is not b's successor).
         assert!(!i.can_send(&a, 1));
         i.release(&b);
-        assert_eq!(send(&mut i, &mut a), (P0, 0));
+        assert_eq!(send(&mut i, &mut a), (P0, 1));
         i.release(&a);
         i.acked(&a);
-        assert_eq!(send(&mut i, &mut b), (P0, 3));
+        assert_eq!(send(&mut i, &mut b), (P0, 4));
+    }
+
+    #[test]
+    fn the_first_batch_of_a_partition_goes_alone_until_acknowledged() {
+        let mut i = ready();
+        let (mut a, mut b) = (batch("t", 0, 1), batch("t", 0, 1));
+        send(&mut i, &mut a);
+        assert!(
+            !i.can_send(&b, 1),
+            "a leader without state would take b before a"
+        );
+        i.release(&a);
+        assert!(i.can_send(&b, 1), "nothing in flight");
+        // Refused (a leader that did not know it led yet): a goes again, still alone.
+        assert_eq!(send(&mut i, &mut a), (P0, 0));
+        assert!(!i.can_send(&b, 1));
+        i.release(&a);
+        i.acked(&a);
+        assert_eq!(send(&mut i, &mut b), (P0, 1));
+        let mut c = batch("t", 0, 1);
+        assert_eq!(
+            send(&mut i, &mut c),
+            (P0, 2),
+            "pipelined once the head is written"
+        );
+    }
+
+    #[test]
+    fn a_batch_behind_an_acknowledged_sequence_can_never_be_written() {
+        let mut i = started();
+        let (mut a, mut b) = (batch("t", 0, 2), batch("t", 0, 1));
+        send(&mut i, &mut a);
+        send(&mut i, &mut b);
+        i.release(&b);
+        i.acked(&b);
+        i.release(&a);
+        assert_eq!(
+            i.on_sequence_error(&a, ErrorCode::OutOfOrderSequenceNumber),
+            SequenceVerdict::Unwritable { acked_next: 4 }
+        );
+        assert!(
+            i.maybe_bump().is_none(),
+            "the epoch stays: later batches are written"
+        );
+        assert!(sequence_before(i32::MAX, 0), "sequences wrap");
+        assert!(!sequence_before(0, i32::MAX));
     }
 
     #[test]
     fn a_gap_at_the_first_unacknowledged_batch_bumps_the_epoch_and_restarts_at_zero() {
-        let mut i = ready();
+        let mut i = started();
         let (mut a, mut b) = (batch("t", 0, 1), batch("t", 0, 1));
         send(&mut i, &mut a);
         send(&mut i, &mut b);
@@ -401,6 +491,8 @@ mod tests {
             x.producer = None;
         }
         assert_eq!(send(&mut i, &mut a), (bumped, 0));
+        i.release(&a);
+        i.acked(&a);
         assert_eq!(send(&mut i, &mut b), (bumped, 1));
     }
 
@@ -425,7 +517,7 @@ mod tests {
 
     #[test]
     fn an_unacknowledged_batch_holds_its_partition_until_resolved() {
-        let mut i = ready();
+        let mut i = started();
         let (mut a, mut b, mut c) = (batch("t", 0, 1), batch("t", 0, 1), batch("t", 0, 1));
         send(&mut i, &mut a);
         send(&mut i, &mut b);
@@ -435,7 +527,7 @@ mod tests {
         i.release(&b);
         i.acked(&b); // b made it, so a did
         assert!(i.due_restarts(|_, _| false).is_empty());
-        assert_eq!(send(&mut i, &mut c), (P0, 2));
+        assert_eq!(send(&mut i, &mut c), (P0, 3));
 
         // Now the last batch goes unanswered and is given up: a restart, on a new epoch.
         i.release(&c);

@@ -1,15 +1,13 @@
 //! The producer: [`Producer`] (the API), [`config`] (Java-compatible settings),
 //! `accumulator` (`RecordAccumulator`), `sender` (the I/O thread), [`partitioner`],
-//! [`delivery`] (reports), `checkpoint` (the CRaC resource) and `metrics`.
+//! [`delivery`] (reports), `error` ([`ProduceError`], [`TimeoutError`]), [`transaction`],
+//! `checkpoint` (the CRaC resource) and `metrics`.
 
 mod accumulator;
 pub(crate) mod checkpoint;
-/// The error `before_checkpoint` returns.
-pub mod checkpoint_error {
-    pub use super::checkpoint::CheckpointDrainError;
-}
 pub mod config;
 pub mod delivery;
+mod error;
 mod idempotence;
 mod metrics;
 pub mod partitioner;
@@ -30,6 +28,7 @@ pub use self::config::{
     Acks, CheckpointTransactionPolicy, ConfigError, ProducerConfig, TransactionalIdPolicy,
 };
 pub use self::delivery::{Callback, DeliveryFuture};
+pub use self::error::{CheckpointDrainError, ProduceError, TimeoutError};
 use self::metrics::Counters;
 pub use self::metrics::ProducerMetrics;
 pub use self::record::{ProducerRecord, RecordMetadata};
@@ -37,7 +36,6 @@ use self::sender::{Command, Sender};
 use self::transaction::TransactionManager;
 pub use self::transaction::{TransactionAction, TransactionError, TransactionState};
 use crate::consumer::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
-use crate::error::{ProduceError, TimeoutError};
 use crate::network::checkpoint::CheckpointState;
 use crate::network::{Event, NetworkClient, NetworkConfig};
 
@@ -47,7 +45,7 @@ static NEXT_CLIENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 ///
 /// ```no_run
 /// use kafka_client::producer::{Producer, ProducerConfig, ProducerRecord};
-/// use kafka_client::protocol::record::Header;
+/// use kafka_client::Header;
 ///
 /// let producer = Producer::new(ProducerConfig::new("127.0.0.1:9092")?)?;
 /// let headers = [Header::new("trace", b"abc")];

@@ -14,11 +14,13 @@ use std::time::{Duration, Instant};
 
 use super::accumulator::{ProducerBatch, RecordAccumulator};
 use super::config::{Acks, ProducerConfig};
-use super::idempotence::{Idempotence, ProducerIdAndEpoch, ProducerIdState, Restart};
+use super::error::ProduceError;
+use super::idempotence::{
+    Idempotence, ProducerIdAndEpoch, ProducerIdState, Restart, SequenceVerdict,
+};
 use super::metrics::Counters;
 use super::transaction::TransactionManager;
 use super::transaction::io::{Effects, TxnCall, TxnIo};
-use crate::error::ProduceError;
 use crate::network::{Completion, Event, MetadataContext, Net, NetworkClient, NetworkError};
 use crate::protocol::messages::{
     InitProducerIdRequest, MetadataRequest, ProduceRequest, ProduceResponse,
@@ -885,8 +887,12 @@ impl Sender {
             ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId
         );
         if sequence_error && idempotent {
-            // Retried; whether the epoch moves on first is the bookkeeping's call.
-            self.idem.on_sequence_error(&b, code);
+            // Retried (whether the epoch moves on first is the bookkeeping's call), unless
+            // the broker's log has moved past the batch's sequence.
+            let verdict = self.idem.on_sequence_error(&b, code);
+            if let SequenceVerdict::Unwritable { acked_next } = verdict {
+                return self.fail_unwritable(b, code, acked_next);
+            }
         }
         let retriable =
             code.is_retriable() || code.invalidates_metadata() || (sequence_error && idempotent);
@@ -928,6 +934,26 @@ impl Sender {
                 code,
                 message: message.map(Arc::from),
             }
+        };
+        tracing::warn!(topic = %b.topic, partition = b.partition, error = %e, "batch failed");
+        self.fail(b, e);
+    }
+
+    /// A batch the broker refused as out of order after it acknowledged later sequences of
+    /// the same partition: it can never be written in order, so it fails now rather than at
+    /// `delivery.timeout.ms`.
+    fn fail_unwritable(&mut self, b: ProducerBatch, code: ErrorCode, acked_next: i32) {
+        self.idem.left_unacked(&b);
+        let message = format!(
+            "sequence {} is behind sequence {acked_next}, which the broker already wrote: \
+             this batch can no longer be written in order and was not written",
+            b.sequence.unwrap_or(-1)
+        );
+        let e = ProduceError::Broker {
+            topic: b.topic.clone(),
+            partition: b.partition,
+            code,
+            message: Some(Arc::from(message)),
         };
         tracing::warn!(topic = %b.topic, partition = b.partition, error = %e, "batch failed");
         self.fail(b, e);

@@ -8,8 +8,8 @@
 //! | lz4 | 3 | LZ4 frame, 64 KiB independent blocks, no checksums, as Kafka's `Lz4BlockOutputStream` | `lz4_flex` |
 //! | zstd | 4 | zstd frames, level 3 like `zstd-jni`'s default | `zstd` (libzstd, the library `zstd-jni` wraps) |
 //!
-//! The enum is [`Compression`] (defined in [`record`](super::record), re-exported here), its
-//! attribute bits are `attributes & 0x07` ([`from_attributes`]).
+//! The enum is [`Compression`] (re-exported by [`record`](super::record)), its attribute bits
+//! are `attributes & 0x07` ([`from_attributes`]).
 //!
 //! # Bounded decompression
 //!
@@ -45,10 +45,82 @@
 //! that only synthetic data reaches (JSON logs compress 5-20x).
 
 use std::cell::RefCell;
+use std::fmt;
 use std::io::{self, Read, Write};
+use std::str::FromStr;
 
 use super::DecodeError;
-pub use super::record::Compression;
+
+/// The codec of a batch (`compression.type`, attribute bits 0-2). `BatchWriter::seal`
+/// compresses the records section with it, the batch decoder inflates it (bounded); the
+/// codecs are this module's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// No compression.
+    #[default]
+    None,
+    /// gzip (1).
+    Gzip,
+    /// snappy (2).
+    Snappy,
+    /// lz4 (3).
+    Lz4,
+    /// zstd (4).
+    Zstd,
+}
+
+impl Compression {
+    /// Attribute bits.
+    pub fn attribute_bits(self) -> i16 {
+        match self {
+            Compression::None => 0,
+            Compression::Gzip => 1,
+            Compression::Snappy => 2,
+            Compression::Lz4 => 3,
+            Compression::Zstd => 4,
+        }
+    }
+
+    /// Whether this build can encode and decode it (every codec: gzip, snappy, lz4, zstd).
+    pub fn is_supported(self) -> bool {
+        true
+    }
+
+    /// The name used by `compression.type`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Compression {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "none" => Compression::None,
+            "gzip" => Compression::Gzip,
+            "snappy" => Compression::Snappy,
+            "lz4" => Compression::Lz4,
+            "zstd" => Compression::Zstd,
+            _ => {
+                return Err(format!(
+                    "unknown codec {s:?} (none, gzip, snappy, lz4, zstd)"
+                ));
+            }
+        })
+    }
+}
 
 /// The most bytes of output per compressed byte a batch may have by default
 /// (`fetch.max.compression.ratio`).

@@ -71,7 +71,7 @@ pub enum DecodeError {
         max: usize,
     },
     /// A compressed batch inflates to more than its bound for its size
-    /// ([`inflation_bound`](crate::protocol::compression::inflation_bound)): a decompression
+    /// (`protocol::compression::inflation_bound`): a decompression
     /// bomb, refused after `max` bytes whatever the fetch's budget.
     #[error(
         "a {compressed}-byte compressed batch inflates past {max} bytes \

@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use kafka_client::protocol::ErrorCode;
-use kafka_client::protocol::record::BatchWriter;
+use kafka_client::testing::protocol::ErrorCode;
+use kafka_client::testing::protocol::record::BatchWriter;
 use kafka_client::{Consumer, ConsumerError, Producer, ProducerRecord};
 
 use super::fake_broker::{FakeCluster, Resp};
@@ -94,7 +94,10 @@ pub fn consumer(cluster: &FakeCluster, extra: &[(&str, &str)]) -> Consumer {
 
 /// Appends one batch of `values` to partition `partition` of [`T`].
 pub fn fill(c: &FakeCluster, partition: i32, values: &[&str]) {
-    let mut w = BatchWriter::new(256, kafka_client::protocol::record::Compression::None);
+    let mut w = BatchWriter::new(
+        256,
+        kafka_client::testing::protocol::record::Compression::None,
+    );
     for v in values {
         w.append(1_700_000_000_000, None, Some(v.as_bytes()), &[]);
     }

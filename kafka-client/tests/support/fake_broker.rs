@@ -32,65 +32,65 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kafka_client::protocol::messages::add_offsets_to_txn::{
+use kafka_client::testing::protocol::messages::add_offsets_to_txn::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
 };
-use kafka_client::protocol::messages::add_partitions_to_txn::{
+use kafka_client::testing::protocol::messages::add_partitions_to_txn::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
 };
-use kafka_client::protocol::messages::consumer_group_heartbeat::{
+use kafka_client::testing::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicIdPartitions,
 };
-use kafka_client::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
-use kafka_client::protocol::messages::fetch::{
+use kafka_client::testing::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
+use kafka_client::testing::protocol::messages::fetch::{
     FetchPartitionData, FetchRequest, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch,
 };
-use kafka_client::protocol::messages::find_coordinator::{
+use kafka_client::testing::protocol::messages::find_coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
 };
-use kafka_client::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
-use kafka_client::protocol::messages::init_producer_id::{
+use kafka_client::testing::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use kafka_client::testing::protocol::messages::init_producer_id::{
     InitProducerIdRequest, InitProducerIdResponse,
 };
-use kafka_client::protocol::messages::join_group::{
+use kafka_client::testing::protocol::messages::join_group::{
     JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember,
 };
-use kafka_client::protocol::messages::leave_group::{
+use kafka_client::testing::protocol::messages::leave_group::{
     LeaveGroupRequest, LeaveGroupResponse, MemberResponse,
 };
-use kafka_client::protocol::messages::list_offsets::{
+use kafka_client::testing::protocol::messages::list_offsets::{
     EARLIEST_TIMESTAMP, ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse,
     ListOffsetsTopicResponse,
 };
-use kafka_client::protocol::messages::metadata::{
+use kafka_client::testing::protocol::messages::metadata::{
     MetadataBroker, MetadataPartition, MetadataTopic,
 };
-use kafka_client::protocol::messages::offset_commit::{
+use kafka_client::testing::protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitResponse, OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 };
-use kafka_client::protocol::messages::offset_fetch::{
+use kafka_client::testing::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
     OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
 };
-use kafka_client::protocol::messages::offset_for_leader_epoch::{
+use kafka_client::testing::protocol::messages::offset_for_leader_epoch::{
     EpochEndOffset, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
     OffsetForLeaderTopicResult,
 };
-use kafka_client::protocol::messages::produce::{
+use kafka_client::testing::protocol::messages::produce::{
     PartitionProduceResponse, ProduceRequest, TopicProduceResponse,
 };
-use kafka_client::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
-use kafka_client::protocol::messages::txn_offset_commit::{
+use kafka_client::testing::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
+use kafka_client::testing::protocol::messages::txn_offset_commit::{
     TxnOffsetCommitRequest, TxnOffsetCommitResponse, TxnOffsetCommitTopicResult,
 };
-use kafka_client::protocol::messages::{
+use kafka_client::testing::protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceResponse,
     api_versions::ApiVersion,
 };
-use kafka_client::protocol::primitives::{Reader, Uuid};
-use kafka_client::protocol::record::{BATCH_HEADER_SIZE, RecordBatch};
-use kafka_client::protocol::{ApiKey, ErrorCode, Request, RequestHeader, ResponseHeader};
+use kafka_client::testing::protocol::primitives::{Reader, Uuid};
+use kafka_client::testing::protocol::record::{BATCH_HEADER_SIZE, RecordBatch};
+use kafka_client::testing::protocol::{ApiKey, ErrorCode, Request, RequestHeader, ResponseHeader};
 
 /// A decoded request.
 #[derive(Debug, Clone)]
@@ -131,7 +131,7 @@ impl Produce {
         self.partitions
             .iter()
             .flat_map(|(t, p, data)| {
-                kafka_client::protocol::record::decode_batches(data)
+                kafka_client::testing::protocol::record::decode_batches(data)
                     .unwrap()
                     .into_iter()
                     .map(move |b| (t.clone(), *p, b))
@@ -428,6 +428,16 @@ impl FakeCluster {
             .collect()
     }
 
+    /// Drops the partition's state of every producer, as a broker does for a producer idle
+    /// longer than `producer.id.expiration.ms`: the next batch of each may carry any sequence.
+    pub fn forget_producers(&self, topic: &str, partition: i32) {
+        self.model(|m| {
+            m.topics.get_mut(topic).unwrap().1[partition as usize]
+                .producers
+                .clear();
+        });
+    }
+
     /// Cuts a partition's log at `offset` (a batch boundary), as an unclean leader election
     /// does when the new leader lacks the records from there on.
     pub fn truncate(&self, topic: &str, partition: i32, offset: i64) {
@@ -444,7 +454,7 @@ impl FakeCluster {
             m.topics[topic].1[partition as usize]
                 .batches
                 .iter()
-                .flat_map(|b| kafka_client::protocol::record::decode_batches(b).unwrap())
+                .flat_map(|b| kafka_client::testing::protocol::record::decode_batches(b).unwrap())
                 .flat_map(|b| b.records)
                 .map(|r| r.value.unwrap_or_default())
                 .collect()
@@ -639,7 +649,7 @@ fn serve(mut stream: TcpStream, node: i32, conn: u64, inner: Arc<Inner>) {
 
 /// Whether `api` in `version` uses the flexible (v2) request header.
 fn flexible(api: ApiKey, version: i16) -> bool {
-    use kafka_client::protocol::messages::*;
+    use kafka_client::testing::protocol::messages::*;
     let from = match api {
         ApiKey::ApiVersions => ApiVersionsRequest::FLEXIBLE_FROM,
         ApiKey::Metadata => MetadataRequest::FLEXIBLE_FROM,
@@ -825,6 +835,10 @@ fn produce_partition(
         if !known.contains_key(&pid) {
             return (ErrorCode::UnknownProducerId, -1, None);
         }
+        // As Kafka's ProducerStateManager: a producer the partition has no state for may
+        // start at any sequence (its state may have been cleaned up); only a bumped epoch
+        // must start at 0.
+        let fresh = !p.producers.contains_key(&pid);
         let st = p.producers.entry(pid).or_insert(ProducerState {
             epoch,
             ..ProducerState::default()
@@ -845,7 +859,7 @@ fn produce_partition(
         if let Some(&(_, offset)) = st.recent.iter().find(|(s, _)| *s == seq) {
             return (ErrorCode::None, offset, None); // a duplicate: acknowledged, not written
         }
-        if seq != st.next_seq {
+        if seq != st.next_seq && !fresh {
             return (ErrorCode::OutOfOrderSequenceNumber, -1, None);
         }
     }

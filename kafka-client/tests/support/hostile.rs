@@ -9,7 +9,7 @@
 
 use std::io::Write;
 
-use kafka_client::protocol::compression::Compression;
+use kafka_client::testing::protocol::compression::Compression;
 
 /// A named hostile input.
 pub struct Hostile {

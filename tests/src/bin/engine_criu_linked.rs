@@ -3,7 +3,7 @@
 use crac_criu as _;
 
 fn main() {
-    let linked: Vec<&str> = crac_api::engine::linked_engines()
+    let linked: Vec<&str> = crac_api::spi::linked_engines()
         .iter()
         .map(|r| r.engine.name())
         .collect();

@@ -2,7 +2,7 @@
 //! is the mistake the one `use` line prevents; `tests/engine_link.rs` proves it happens.
 
 fn main() {
-    let linked: Vec<&str> = crac_api::engine::linked_engines()
+    let linked: Vec<&str> = crac_api::spi::linked_engines()
         .iter()
         .map(|r| r.engine.name())
         .collect();

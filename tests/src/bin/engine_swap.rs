@@ -9,7 +9,7 @@ use crac_criu as _;
 use crac_noop as _;
 
 fn main() {
-    let linked: Vec<&str> = crac_api::engine::linked_engines()
+    let linked: Vec<&str> = crac_api::spi::linked_engines()
         .iter()
         .map(|r| r.engine.name())
         .collect();

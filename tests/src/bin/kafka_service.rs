@@ -25,6 +25,11 @@
 //!   0), `SVC_REGISTER` (default 1: register the producer's resource; 0:
 //!   `crac.register=false`), `SVC_PROPS` extra producer properties `k=v,k=v`, `SVC_KEYLESS=1`
 //!   records without a key.
+//! - `SVC_CONSUME=PARTITIONS`: also read `SVC_TOPIC` back on a thread of its own, with a
+//!   consumer assigned to each of its PARTITIONS from their end (no group), configured by
+//!   `SVC_CONSUME_PROPS` (`k=v,k=v`, e.g. another listener and its TLS settings; default the
+//!   producer's bootstrap servers). Lines gain `consumed=` and `consume_errors=`; a restored
+//!   copy finishes only once it read a record of its own generation's time.
 //! - `SVC_FINAL=N`: after N more records, flush, close and exit (given at start or by the
 //!   restorer). `SVC_FINAL_FILE=PATH`: the same, with N read from that file once a test
 //!   writes it (a test that must first bring a broker back says when to finish).
@@ -157,6 +162,8 @@ impl Quiesce {
 
 struct Stats {
     sent: AtomicU64,
+    consumed: AtomicU64,
+    consume_errors: AtomicU64,
     acked: AtomicU64,
     errors: AtomicU64,
     first_ack_ns: AtomicU64,
@@ -216,6 +223,22 @@ fn fill_cache(
     Ok(cache)
 }
 
+/// A consumer reading every partition of `topic` from its end (`SVC_CONSUME`).
+fn reader(topic: &str, partitions: i32, props: &[(String, String)]) -> Consumer {
+    let consumer = Consumer::from_properties(props.to_vec())
+        .unwrap_or_else(|e| fail(&format!("SVC_CONSUME_PROPS: {e}")));
+    let tps: Vec<TopicPartition> = (0..partitions)
+        .map(|p| TopicPartition::new(topic, p))
+        .collect();
+    let started = consumer
+        .assign(&tps)
+        .and_then(|()| consumer.seek_to_end(&tps));
+    if let Err(e) = started {
+        fail(&format!("SVC_CONSUME: reading {topic}: {e}"));
+    }
+    consumer
+}
+
 /// The start-time settings.
 struct Settings {
     bootstrap: String,
@@ -224,7 +247,22 @@ struct Settings {
     cache: Option<(String, i32)>,
     quiesce: bool,
     props: Vec<(String, String)>,
+    /// `SVC_CONSUME`: the topic's partition count, and the consumer's properties.
+    consume: Option<(i32, Vec<(String, String)>)>,
     final_target: Option<u64>,
+}
+
+/// `k=v,k=v` as pairs (`key` names the variable in errors).
+fn pairs(key: &str, list: &str) -> Vec<(String, String)> {
+    list.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|kv| {
+            let (k, v) = kv
+                .split_once('=')
+                .unwrap_or_else(|| fail(&format!("{key} entry `{kv}` is not key=value")));
+            (k.trim().to_owned(), v.trim().to_owned())
+        })
+        .collect()
 }
 
 fn settings() -> Settings {
@@ -247,12 +285,21 @@ fn settings() -> Settings {
     if env_or("SVC_REGISTER", "1") == "0" {
         props.push(("crac.register".into(), "false".into()));
     }
-    for kv in env_or("SVC_PROPS", "").split(',').filter(|s| !s.is_empty()) {
-        let (k, v) = kv
-            .split_once('=')
-            .unwrap_or_else(|| fail(&format!("SVC_PROPS entry `{kv}` is not key=value")));
-        props.push((k.trim().into(), v.trim().into()));
-    }
+    props.extend(pairs("SVC_PROPS", &env_or("SVC_PROPS", "")));
+    let consume = std::env::var("SVC_CONSUME").ok().map(|n| {
+        let mut c = vec![
+            ("bootstrap.servers".to_owned(), bootstrap.clone()),
+            (
+                "client.id".to_owned(),
+                format!("kafka-service-reader-{}", std::process::id()),
+            ),
+        ];
+        for (k, v) in pairs("SVC_CONSUME_PROPS", &env_or("SVC_CONSUME_PROPS", "")) {
+            c.retain(|(key, _)| *key != k);
+            c.push((k, v));
+        }
+        (parse::<i32>("SVC_CONSUME", &n), c)
+    });
     Settings {
         bootstrap,
         topic: required("SVC_TOPIC"),
@@ -260,6 +307,7 @@ fn settings() -> Settings {
         cache,
         quiesce: env_or("SVC_QUIESCE", "0") == "1",
         props,
+        consume,
         final_target: std::env::var("SVC_FINAL")
             .ok()
             .map(|v| parse("SVC_FINAL", &v)),
@@ -271,6 +319,7 @@ struct Service {
     started: Instant,
     topic: String,
     producer: Producer,
+    consumer: Option<Consumer>,
     warm: WarmState,
     cache: HashMap<Vec<u8>, Vec<u8>>,
     quiesce: Arc<Quiesce>,
@@ -376,6 +425,24 @@ impl Service {
         }
     }
 
+    /// Reads the topic back until told to stop (`SVC_CONSUME`), counting what it reads.
+    fn reading_loop(&self, consumer: &Consumer) {
+        while !self.stop.load(Ordering::SeqCst) {
+            match consumer.poll(Duration::from_millis(200)) {
+                Ok(records) => {
+                    self.stats
+                        .consumed
+                        .fetch_add(records.len() as u64, Ordering::SeqCst);
+                }
+                Err(e) => {
+                    self.stats.consume_errors.fetch_add(1, Ordering::SeqCst);
+                    say(&format!("consume_error error={e}"));
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+    }
+
     /// Prints progress and what happened at each restore, until `final_target` more records
     /// have been sent in the current phase.
     fn monitor(&self, quiesce_on: bool, mut final_target: Option<u64>) {
@@ -384,6 +451,7 @@ impl Service {
         let mut restored_at = Instant::now();
         let mut acked_at_restore = 0;
         let mut first_ack_after_restore = false;
+        let mut consumed_at_restore = 0;
         let mut phase_start_sent = 0;
         loop {
             std::thread::sleep(Duration::from_millis(25));
@@ -400,6 +468,7 @@ impl Service {
                 restores_seen = m.restore_count();
                 restored_at = Instant::now();
                 acked_at_restore = acked;
+                consumed_at_restore = self.stats.consumed.load(Ordering::SeqCst);
                 first_ack_after_restore = false;
                 phase_start_sent = self.stats.sent.load(Ordering::SeqCst);
                 if let Some(v) = m.restore_var("SVC_FINAL") {
@@ -411,7 +480,7 @@ impl Service {
                     self.seq.load(Ordering::SeqCst)
                 };
                 say(&format!(
-                    "restored pid={} gen={} frozen_ms={} producer_id={} instance={} next_seq={next_seq} cache_records={}",
+                    "restored pid={} gen={} frozen_ms={} producer_id={} instance={} next_seq={next_seq} cache_records={} consumed={consumed_at_restore}",
                     std::process::id(),
                     m.generation(),
                     m.frozen_duration().unwrap_or_default().as_millis(),
@@ -432,7 +501,7 @@ impl Service {
                 // would compete with the page daemon and the producer, and read its pages
                 // on demand instead of checking what the load brought in).
                 let t = Instant::now();
-                if let Err(e) = crac_criu::lazy::wait_own_memory_in(Duration::from_secs(300)) {
+                if let Err(e) = crac_criu::wait_own_memory_in(Duration::from_secs(300)) {
                     fail(&format!("state check after the restore: {e}"));
                 }
                 let waited_ms = t.elapsed().as_millis();
@@ -445,14 +514,16 @@ impl Service {
                 ));
             }
             let pm = self.producer.metrics();
+            let consumed = self.stats.consumed.load(Ordering::SeqCst);
             say(&format!(
-                "progress sent={} acked={} errors={} gen={} producer_id={} queued={}",
+                "progress sent={} acked={} errors={} gen={} producer_id={} queued={} consumed={consumed} consume_errors={}",
                 self.stats.sent.load(Ordering::SeqCst),
                 acked,
                 self.stats.errors.load(Ordering::SeqCst),
                 m.generation(),
                 pm.producer_id,
-                pm.records_queued
+                pm.records_queued,
+                self.stats.consume_errors.load(Ordering::SeqCst)
             ));
             if final_target.is_none()
                 && let Some(n) = final_from_file()
@@ -460,11 +531,13 @@ impl Service {
                 final_target = Some(n);
                 phase_start_sent = self.stats.sent.load(Ordering::SeqCst);
             }
-            // A restored copy finishes only once it reported its first acknowledged record:
-            // sends catching up on the frozen time can reach the target before any ack.
+            // A restored copy finishes only once it reported its first acknowledged record
+            // (sends catching up on the frozen time can reach the target before any ack) and,
+            // when it reads, once it read a record.
+            let read_since = self.consumer.is_none() || consumed > consumed_at_restore;
             if let Some(n) = final_target
                 && self.stats.sent.load(Ordering::SeqCst) >= phase_start_sent + n
-                && (restores_seen == 0 || first_ack_after_restore)
+                && (restores_seen == 0 || (first_ack_after_restore && read_since))
             {
                 return;
             }
@@ -491,6 +564,10 @@ fn main() {
 
     let producer =
         Producer::from_properties(cfg.props.clone()).unwrap_or_else(|e| fail(&e.to_string()));
+    let consumer = cfg
+        .consume
+        .as_ref()
+        .map(|(n, props)| reader(&cfg.topic, *n, props));
     let seq = Arc::new(AtomicU64::new(0));
     let quiesce = Arc::new(Quiesce {
         seq: seq.clone(),
@@ -503,12 +580,15 @@ fn main() {
         started,
         topic: cfg.topic.clone(),
         producer,
+        consumer,
         warm,
         cache,
         quiesce,
         seq,
         stats: Arc::new(Stats {
             sent: AtomicU64::new(0),
+            consumed: AtomicU64::new(0),
+            consume_errors: AtomicU64::new(0),
             acked: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             first_ack_ns: AtomicU64::new(0),
@@ -526,20 +606,33 @@ fn main() {
             svc.warm.digest(),
         ));
         s.spawn(|| svc.sending_loop());
+        if let Some(c) = &svc.consumer {
+            s.spawn(|| svc.reading_loop(c));
+        }
         svc.monitor(cfg.quiesce, cfg.final_target);
         svc.stop.store(true, Ordering::SeqCst);
     });
 
     let closed = svc.producer.close(Duration::from_secs(60));
+    let reader_closed = match &svc.consumer {
+        Some(c) => c.close(Duration::from_secs(30)).is_ok(),
+        None => true,
+    };
     let st = &svc.stats;
     say(&format!(
-        "done sent={} acked={} errors={} last_seq={} close={}",
+        "done sent={} acked={} errors={} last_seq={} close={} consumed={} consume_errors={}",
         st.sent.load(Ordering::SeqCst),
         st.acked.load(Ordering::SeqCst),
         st.errors.load(Ordering::SeqCst),
         svc.seq.load(Ordering::SeqCst),
-        if closed.is_ok() { "ok" } else { "timeout" }
+        if closed.is_ok() && reader_closed {
+            "ok"
+        } else {
+            "timeout"
+        },
+        st.consumed.load(Ordering::SeqCst),
+        st.consume_errors.load(Ordering::SeqCst)
     ));
-    let ok = closed.is_ok() && st.errors.load(Ordering::SeqCst) == 0;
+    let ok = closed.is_ok() && reader_closed && st.errors.load(Ordering::SeqCst) == 0;
     std::process::exit(if ok { 0 } else { 1 });
 }

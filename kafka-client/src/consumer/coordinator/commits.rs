@@ -91,7 +91,7 @@ impl Coordinator {
 
     /// Why a request never went out, for timeout errors.
     pub(super) fn unreachable(&self) -> Option<Arc<str>> {
-        Some(Arc::from(match self.node {
+        Some(Arc::from(match self.link.node {
             None => "the group coordinator could not be found (no broker answered FindCoordinator)",
             Some(_) => "no connection to the group coordinator",
         }))
@@ -137,7 +137,7 @@ impl Coordinator {
                 Some(Ok(()))
             } else if rebalancing {
                 Some(Err(ConsumerError::RebalanceInProgress))
-            } else if grouped && !self.is_member() {
+            } else if grouped && !self.member.is_member() {
                 Some(Err(ConsumerError::CommitFailed(Arc::from(
                     "this consumer is not part of an active group generation (it left or its \
                      partitions were reassigned); poll() rejoins",
@@ -151,7 +151,7 @@ impl Coordinator {
                 continue;
             }
             let (generation, member_id) = if grouped {
-                (self.generation, self.member_id.clone())
+                (self.member.generation(), self.member.member_id().to_owned())
             } else {
                 (-1, String::new())
             };
@@ -168,10 +168,10 @@ impl Coordinator {
                     });
             }
             let req = OffsetCommitRequest {
-                group_id: self.group_id.clone().unwrap_or_default(),
+                group_id: self.link.group(),
                 generation_id_or_member_epoch: generation,
                 member_id,
-                group_instance_id: self.instance_id.clone(),
+                group_instance_id: self.link.instance_id.clone(),
                 topics: by_topic
                     .into_iter()
                     .map(|(t, partitions)| OffsetCommitRequestTopic {
@@ -215,7 +215,7 @@ impl Coordinator {
         c.in_flight = false;
         c.last_error = Some(detail.unwrap_or_else(|| Arc::from(code.to_string())));
         match c.reply {
-            CommitReply::Wait(_) => c.retry_at = Some(now + self.config.common.retry_backoff),
+            CommitReply::Wait(_) => c.retry_at = Some(now + self.link.config.common.retry_backoff),
             CommitReply::Async(_) => {
                 let c = self.commits.remove(idx).expect("index checked");
                 Self::complete_commit(
@@ -259,7 +259,7 @@ impl Coordinator {
             }
             ErrorCode::RebalanceInProgress => {
                 // Java: the generation stays, the member rejoins; the caller may retry after.
-                self.rebalance_in_progress(shared, "OffsetCommit");
+                self.member.rebalance_in_progress(shared, "OffsetCommit");
                 let waits = matches!(
                     self.commits.iter().find(|c| c.id == id).map(|c| &c.reply),
                     Some(CommitReply::Wait(_))
@@ -276,46 +276,24 @@ impl Coordinator {
                 // synchronous commit with the new one (an asynchronous one fails).
                 self.commit_failed(id, code, None, shared, now);
             }
-            ErrorCode::UnknownMemberId | ErrorCode::FencedMemberEpoch
-                if self.group_protocol == GroupProtocol::Consumer =>
-            {
-                // The heartbeat finds out and rejoins; the commit fails.
-                finish(
-                    self,
-                    Err(ConsumerError::CommitFailed(Arc::from(format!(
-                        "{code}: this member is no longer in the group (its partitions may belong \
-                         to another member now); poll() rejoins"
-                    )))),
-                );
-            }
-            ErrorCode::UnknownMemberId | ErrorCode::IllegalGeneration => {
-                self.reset_generation(shared, code == ErrorCode::UnknownMemberId, code.name());
-                finish(
-                    self,
-                    Err(ConsumerError::CommitFailed(Arc::from(format!(
-                        "{code}: the group rebalanced and this member's partitions may belong to another member now; poll() rejoins"
-                    )))),
-                );
-            }
-            ErrorCode::FencedInstanceId => {
-                let iid = self.instance_id.clone().unwrap_or_default();
-                self.fenced(shared, "OffsetCommit");
-                finish(self, Err(ConsumerError::Fenced(Arc::from(iid))));
-            }
             code if coordinator_error(code) || code == ErrorCode::RequestTimedOut => {
                 if code != ErrorCode::CoordinatorLoadInProgress {
                     self.coordinator_unknown(net, shared, code.name());
                 }
                 self.commit_failed(id, code, None, shared, now);
             }
-            code => finish(
-                self,
-                Err(ConsumerError::Broker {
-                    operation: "commit",
-                    code,
-                    message: None,
-                }),
-            ),
+            code => {
+                // An error about this member (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, ...): its
+                // protocol reacts and says what the commit fails with.
+                let e = self
+                    .with_member(net, shared, |m, cx| m.commit_error(cx, code))
+                    .unwrap_or(ConsumerError::Broker {
+                        operation: "commit",
+                        code,
+                        message: None,
+                    });
+                finish(self, Err(e));
+            }
         }
     }
 }

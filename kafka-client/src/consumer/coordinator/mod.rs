@@ -1,36 +1,44 @@
 //! The `ConsumerCoordinator`: everything the consumer says to its group coordinator, driven
-//! by the network thread. FindCoordinator (here); group membership with the classic protocol
-//! (`classic`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, eager or cooperative) or with the
-//! consumer group protocol of KIP-848 (`consumer_group`: ConsumerGroupHeartbeat, the broker
-//! assigning); leaving when the application stops calling `poll()` for `max.poll.interval.ms`,
-//! on close and before a checkpoint; OffsetCommit (`commits`: a FIFO queue, commits stay in
-//! order) and OffsetFetch (`offsets`: initial positions, `committed()`).
+//! by the network thread. FindCoordinator (here); group membership through one
+//! [`GroupMembership`](membership::GroupMembership) per group protocol (`membership`): the
+//! classic protocol (`classic_protocol`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, eager or
+//! cooperative) or the consumer group protocol of KIP-848 (`kip848_protocol`:
+//! ConsumerGroupHeartbeat, the broker assigning), each a state machine (`member_state`);
+//! leaving when the application stops calling `poll()` for `max.poll.interval.ms`, on close
+//! and before a checkpoint; OffsetCommit (`commits`: a FIFO queue, commits stay in order) and
+//! OffsetFetch (`offsets`: initial positions, `committed()`).
 //!
 //! Rebalance steps that belong to the application (its callbacks, its commits) are handed to
 //! `poll()` through [`RebalanceStep`]: the coordinator never runs application code.
 
-mod classic;
+mod classic_protocol;
 mod commits;
-mod consumer_group;
+mod kip848_protocol;
+mod member_state;
+mod membership;
 mod offsets;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::assignor::{LastAssignment, RebalanceProtocol};
-use super::config::{AutoOffsetReset, ConsumerConfig, GroupProtocol};
+use self::membership::{Cx, GroupLink, Member};
+use super::assignor::RebalanceProtocol;
+use super::config::{AutoOffsetReset, ConsumerConfig};
 use super::error::ConsumerError;
-use super::net::{COORDINATOR_BASE, Net, RequestContext};
+use super::net::{COORDINATOR_BASE, GroupHeartbeatKind, Net, RequestContext};
 use super::record::{OffsetAndMetadata, TopicPartition};
-use super::shared::{Membership, RebalanceStep, Shared, Subscription};
+use super::shared::{RebalanceStep, Shared, Subscription};
 use crate::protocol::ErrorCode;
+use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatResponse;
 use crate::protocol::messages::fetch::IsolationLevel;
 use crate::protocol::messages::find_coordinator::{
     FindCoordinatorRequest, FindCoordinatorResponse,
 };
+use crate::protocol::messages::heartbeat::HeartbeatResponse;
 use crate::protocol::messages::join_group::JoinGroupResponse;
+use crate::protocol::messages::leave_group::LeaveGroupResponse;
 use crate::protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
     OffsetCommitResponse,
@@ -38,6 +46,7 @@ use crate::protocol::messages::offset_commit::{
 use crate::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestTopics, OffsetFetchResponse,
 };
+use crate::protocol::messages::sync_group::SyncGroupResponse;
 
 /// Where a commit's outcome goes.
 #[derive(Debug)]
@@ -91,70 +100,26 @@ struct CommittedQuery {
     in_flight: bool,
 }
 
-#[derive(Debug)]
-enum JoinPhase {
-    Idle,
-    Joining,
-    /// The leader waits for metadata of every member's topics to assign.
-    Assigning(Box<JoinGroupResponse>),
-    Syncing,
-}
-
 /// Group membership and offset storage.
 #[derive(Debug)]
 pub(crate) struct Coordinator {
-    config: Arc<ConsumerConfig>,
-    group_id: Option<String>,
-    instance_id: Option<String>,
-    /// `group.protocol`.
-    group_protocol: GroupProtocol,
-    /// The coordinator's node in the `NetworkClient`, once found.
-    node: Option<i32>,
+    /// What the membership reads or changes of the coordinator.
+    link: GroupLink,
+    /// The membership under `group.protocol`.
+    member: Member,
     find_in_flight: bool,
     find_retry_at: Option<Instant>,
-    member_id: String,
-    /// The classic generation, or the member epoch of the consumer group protocol.
-    generation: i32,
-    /// The assignor the coordinator chose (classic).
-    protocol: Option<String>,
-    /// Eager or cooperative (classic): from the assignors configured.
+    /// Eager or cooperative: from the assignors configured (commits are held through a
+    /// cooperative rebalance).
     rebalance_protocol: RebalanceProtocol,
-    /// The last assignment received, for the sticky assignors' user data (classic).
-    last_assignment: LastAssignment,
-    /// Partitions were revoked by a cooperative rebalance: rejoin once `poll()` gave them up.
-    followup_rejoin: bool,
-    /// The consumer group protocol's state.
-    group: consumer_group::GroupState,
-    join: JoinPhase,
-    join_retry_at: Option<Instant>,
-    /// The subscription the current (or pending) membership joined with.
-    joined_subscription: u64,
-    join_sent_subscription: u64,
-    /// A rejoin is wanted (`Some(lost)`), to hand to `poll()` when it is free.
-    rejoin: Option<bool>,
-    /// Leader only: partition counts the assignment was computed with.
-    leader_snapshot: Option<HashMap<String, i32>>,
-    /// A non-retriable group error was reported; no rejoin until the next `subscribe()`.
-    failed_subscription: Option<u64>,
-    heartbeat_in_flight: bool,
-    next_heartbeat: Instant,
-    /// When the coordinator last showed it holds this member's session (a heartbeat answered,
-    /// a join or sync completed): past `session.timeout.ms` the member counts itself evicted.
-    session_alive_at: Instant,
     commits: VecDeque<PendingCommit>,
     queries: VecDeque<CommittedQuery>,
     next_id: u64,
     positions_in_flight: bool,
     positions_retry_at: Option<Instant>,
-    /// A LeaveGroup is wanted (checkpoint, close, unsubscribe), with its reason.
-    leave_wanted: Option<String>,
-    leave_in_flight: bool,
     /// After a restore under another `group.instance.id`: the image's static member (member
     /// id, instance id), which left only for now, to remove for good before joining.
     release: Option<(String, String)>,
-    release_in_flight: bool,
-    /// Checkpoint or close in progress: no joins, no position lookups, no poll-timeout check.
-    suspended: bool,
 }
 
 fn coordinator_error(code: ErrorCode) -> bool {
@@ -168,100 +133,65 @@ fn coordinator_error(code: ErrorCode) -> bool {
 
 impl Coordinator {
     pub fn new(config: Arc<ConsumerConfig>) -> Self {
-        let group_protocol = config.group_protocol;
         Self {
-            group_id: config.group_id.clone(),
-            instance_id: config.group_instance_id.clone(),
+            member: Member::new(&config),
             rebalance_protocol: RebalanceProtocol::of(&config.assignors),
-            config,
-            group_protocol,
-            node: None,
+            link: GroupLink::new(config),
             find_in_flight: false,
             find_retry_at: None,
-            member_id: match group_protocol {
-                GroupProtocol::Classic => String::new(),
-                // KIP-1082: the member chooses its id, once per life (and once per restore).
-                GroupProtocol::Consumer => consumer_group::new_member_id(),
-            },
-            generation: -1,
-            protocol: None,
-            last_assignment: LastAssignment::default(),
-            followup_rejoin: false,
-            group: consumer_group::GroupState::default(),
-            join: JoinPhase::Idle,
-            join_retry_at: None,
-            joined_subscription: 0,
-            join_sent_subscription: 0,
-            rejoin: None,
-            leader_snapshot: None,
-            failed_subscription: None,
-            heartbeat_in_flight: false,
-            next_heartbeat: Instant::now(),
-            session_alive_at: Instant::now(),
             commits: VecDeque::new(),
             queries: VecDeque::new(),
             next_id: 0,
             positions_in_flight: false,
             positions_retry_at: None,
-            leave_wanted: None,
-            leave_in_flight: false,
             release: None,
-            release_in_flight: false,
-            suspended: false,
-        }
-    }
-
-    fn is_member(&self) -> bool {
-        match self.group_protocol {
-            GroupProtocol::Classic => !self.member_id.is_empty() && self.generation >= 0,
-            GroupProtocol::Consumer => self.generation > 0,
-        }
-    }
-
-    /// Whether there is a membership to keep up or end (joined, or joining).
-    fn in_group(&self) -> bool {
-        match self.group_protocol {
-            GroupProtocol::Classic => !self.member_id.is_empty(),
-            GroupProtocol::Consumer => self.generation >= 0 || self.heartbeat_in_flight,
         }
     }
 
     /// Whether a JoinGroup or SyncGroup is under way.
     pub fn rebalancing(&self) -> bool {
-        !matches!(self.join, JoinPhase::Idle)
+        self.member.rebalancing()
     }
 
     /// `group.instance.id` in use.
     pub fn instance_id(&self) -> Option<&str> {
-        self.instance_id.as_deref()
+        self.link.instance_id.as_deref()
     }
 
     fn backoff(&self) -> Duration {
-        self.config.common.retry_backoff
-    }
-
-    /// Who this member is now: what an assignment it installs is recorded with, for
-    /// `group_metadata()` (KIP-447).
-    fn membership(&self) -> Membership {
-        Membership {
-            member_id: self.member_id.clone(),
-            generation_id: self.generation,
-            group_instance_id: self.instance_id.clone(),
-        }
+        self.link.backoff()
     }
 
     fn publish_membership(&self, shared: &Shared) {
-        let mut st = shared.state.lock();
-        st.member_id = self.member_id.clone();
-        st.generation_id = self.generation;
-        st.group_instance_id = self.instance_id.clone();
+        self.link
+            .publish(shared, self.member.member_id(), self.member.generation());
+    }
+
+    /// Runs `f` on the membership, then looks the coordinator up again if the membership found
+    /// it gone.
+    fn with_member<R>(
+        &mut self,
+        net: &mut Net,
+        shared: &Shared,
+        f: impl FnOnce(&mut Member, &mut Cx<'_>) -> R,
+    ) -> R {
+        let mut cx = Cx {
+            net,
+            shared,
+            link: &mut self.link,
+        };
+        let r = f(&mut self.member, &mut cx);
+        if let Some(why) = self.link.unknown.take() {
+            self.coordinator_unknown(net, shared, why);
+        }
+        r
     }
 
     /// One turn: discover the coordinator, join when `poll()` allows, heartbeat, commit,
     /// fetch committed offsets, leave when asked.
     pub fn poll(&mut self, net: &mut Net, shared: &Shared, now: Instant) {
         self.expire(now);
-        if self.group_id.is_none() {
+        if self.link.group_id.is_none() {
             self.init_positions_without_group(shared);
             for c in std::mem::take(&mut self.commits) {
                 Self::complete_commit(c.reply, Err(ConsumerError::NoGroupId("commit")), shared);
@@ -272,25 +202,13 @@ impl Coordinator {
             return;
         }
         self.check_poll_timeout(net, shared, now);
-        if self.group_protocol == GroupProtocol::Classic {
-            self.check_session_timeout(net, shared, now);
-            self.request_rejoin_if_needed(net, shared);
-        } else {
-            self.maybe_reconcile(net, shared);
-        }
+        self.with_member(net, shared, |m, cx| m.prepare(cx, now));
         let Some(node) = self.ready_node(net, now) else {
             return;
         };
         self.maybe_leave(net, shared, node, now);
         if !self.maybe_release(net, shared, node, now) {
-            match self.group_protocol {
-                GroupProtocol::Classic => {
-                    self.maybe_join(net, shared, node, now);
-                    self.maybe_assign(net, shared, node, now);
-                    self.maybe_heartbeat(net, node, now);
-                }
-                GroupProtocol::Consumer => self.maybe_group_heartbeat(net, shared, node, now),
-            }
+            self.with_member(net, shared, |m, cx| m.drive(cx, node, now));
         }
         self.maybe_commit(net, shared, node, now);
         self.maybe_fetch_positions(net, shared, node, now);
@@ -300,9 +218,9 @@ impl Coordinator {
     /// Whether anything needs the coordinator: a subscription or assignment, a membership to
     /// end, a commit or a `committed()` query.
     pub fn has_work(&self, shared: &Shared) -> bool {
-        self.in_group()
-            || self.leave_wanted.is_some()
-            || self.leave_in_flight
+        self.member.in_group()
+            || self.link.leave_wanted.is_some()
+            || self.link.leave_in_flight
             || !self.commits.is_empty()
             || !self.queries.is_empty()
             || shared.state.lock().subscription != Subscription::None
@@ -310,7 +228,7 @@ impl Coordinator {
 
     /// The coordinator's node if it can take a request now; finds or connects it otherwise.
     fn ready_node(&mut self, net: &mut Net, now: Instant) -> Option<i32> {
-        match self.node {
+        match self.link.node {
             Some(n) => net.ready(n, now).then_some(n),
             None => {
                 self.find(net, now);
@@ -326,10 +244,9 @@ impl Coordinator {
         let Some(node) = net.any_node(now) else {
             return;
         };
-        let group = self.group_id.clone().unwrap_or_default();
         match net.client.send(
             node,
-            &FindCoordinatorRequest::group(group),
+            &FindCoordinatorRequest::group(self.link.group()),
             RequestContext::FindCoordinator,
             true,
             now,
@@ -361,12 +278,12 @@ impl Coordinator {
                     return;
                 };
                 let node = COORDINATOR_BASE - c.node_id;
-                tracing::info!(group = ?self.group_id, broker = c.node_id, host = %c.host, port, "group coordinator found");
-                if let Some(old) = self.node.filter(|&o| o != node) {
+                tracing::info!(group = ?self.link.group_id, broker = c.node_id, host = %c.host, port, "group coordinator found");
+                if let Some(old) = self.link.node.filter(|&o| o != node) {
                     self.forget_node(net, old, shared);
                 }
                 let lost = net.client.set_node(node, &c.host, port);
-                self.node = Some(node);
+                self.link.node = Some(node);
                 net.coordinator_node = Some(node);
                 for ctx in lost {
                     self.on_request_lost(ctx, shared);
@@ -374,7 +291,7 @@ impl Coordinator {
                 let _ = net.client.connect(node, now);
             }
             ErrorCode::GroupAuthorizationFailed => {
-                self.report_fatal(
+                self.link.report_fatal(
                     shared,
                     ConsumerError::Broker {
                         operation: "FindCoordinator",
@@ -382,7 +299,7 @@ impl Coordinator {
                         message: c.error_message.map(Arc::from),
                     },
                 );
-                self.find_retry_at = Some(now + self.config.common.retry_backoff_max);
+                self.find_retry_at = Some(now + self.link.config.common.retry_backoff_max);
             }
             code => {
                 tracing::debug!(%code, "coordinator not available yet");
@@ -401,7 +318,7 @@ impl Coordinator {
     /// Marks the coordinator unknown (it moved or failed): its connection is closed and it is
     /// looked up again.
     fn coordinator_unknown(&mut self, net: &mut Net, shared: &Shared, why: &str) {
-        if let Some(node) = self.node.take() {
+        if let Some(node) = self.link.node.take() {
             tracing::info!(
                 reason = why,
                 "group coordinator unknown; looking it up again"
@@ -412,13 +329,26 @@ impl Coordinator {
         self.find_retry_at = Some(Instant::now() + self.backoff());
     }
 
-    fn report_fatal(&mut self, shared: &Shared, e: ConsumerError) {
-        tracing::error!(error = %e, "consumer group error");
-        let mut st = shared.state.lock();
-        self.failed_subscription = Some(st.subscription_version);
-        st.errors.push_back(e);
-        drop(st);
-        shared.notify();
+    /// Java's poll timeout: a member whose application has not called `poll()` for
+    /// `max.poll.interval.ms` leaves, so its partitions go to members that make progress.
+    fn check_poll_timeout(&mut self, net: &mut Net, shared: &Shared, now: Instant) {
+        if self.link.suspended || !self.member.is_member() || self.member.rebalancing() {
+            return;
+        }
+        let expired = {
+            let st = shared.state.lock();
+            !st.in_poll
+                && !st.checkpointing
+                && now.saturating_duration_since(st.last_poll) > self.link.config.max_poll_interval
+        };
+        if !expired {
+            return;
+        }
+        tracing::warn!(
+            max_poll_interval_ms = self.link.config.max_poll_interval.as_millis() as u64,
+            "consumer poll timeout expired: the application spent too long between poll() calls; leaving the group"
+        );
+        self.with_member(net, shared, |m, cx| m.poll_timeout(cx, now));
     }
 
     /// A restored copy under another `group.instance.id` first removes the image's static
@@ -431,28 +361,72 @@ impl Coordinator {
         let Some((member, instance)) = self.release.clone() else {
             return false;
         };
-        if self.release_in_flight {
+        if self.link.release_in_flight {
             return true;
         }
         tracing::info!(member_id = %member, instance = %instance, "restored under another group.instance.id: removing the image's static member for good");
-        match self.group_protocol {
-            GroupProtocol::Consumer => {
-                self.send_group_release(net, shared, node, now, member, instance)
-            }
-            GroupProtocol::Classic => self.send_classic_release(net, node, now, member, instance),
-        }
+        self.with_member(net, shared, |m, cx| {
+            m.send_release(cx, node, now, member, instance)
+        });
         true
     }
 
     /// The answer to the release of the image's static member: done, whatever it says.
     pub fn on_release(&mut self, code: ErrorCode) {
-        self.release_in_flight = false;
+        self.link.release_in_flight = false;
         if self.release.take().is_some() {
             tracing::info!(%code, "the image's static member is released");
         }
     }
 
-    // --- connection loss, checkpoint, restore ----------------------------------------------
+    // --- answers to the membership's requests ------------------------------------------------
+
+    pub fn on_join_group(&mut self, net: &mut Net, resp: JoinGroupResponse, shared: &Shared) {
+        self.with_member(net, shared, |m, cx| match m.classic() {
+            Some(c) => c.on_join_group(cx, resp),
+            None => unexpected("JoinGroup"),
+        });
+    }
+
+    pub fn on_sync_group(&mut self, net: &mut Net, resp: SyncGroupResponse, shared: &Shared) {
+        self.with_member(net, shared, |m, cx| match m.classic() {
+            Some(c) => c.on_sync_group(cx, resp),
+            None => unexpected("SyncGroup"),
+        });
+    }
+
+    pub fn on_heartbeat(&mut self, net: &mut Net, resp: HeartbeatResponse, shared: &Shared) {
+        self.with_member(net, shared, |m, cx| match m.classic() {
+            Some(c) => c.on_heartbeat(cx, resp),
+            None => unexpected("Heartbeat"),
+        });
+    }
+
+    pub fn on_leave_group(&mut self, resp: LeaveGroupResponse, shared: &Shared) {
+        match self.member.classic() {
+            Some(c) => c.on_leave_group(&mut self.link, shared, resp),
+            None => unexpected("LeaveGroup"),
+        }
+    }
+
+    pub fn on_group_heartbeat(
+        &mut self,
+        net: &mut Net,
+        kind: GroupHeartbeatKind,
+        resp: ConsumerGroupHeartbeatResponse,
+        shared: &Shared,
+    ) {
+        if kind == GroupHeartbeatKind::Release {
+            self.on_release(resp.error_code);
+            return;
+        }
+        self.with_member(net, shared, |m, cx| match m.kip848() {
+            Some(k) => k.on_heartbeat(cx, kind, resp),
+            None => unexpected("ConsumerGroupHeartbeat"),
+        });
+    }
+
+    // --- connection loss, leaving, checkpoint, restore -------------------------------------
 
     /// A group request will not be answered (its connection closed).
     pub fn on_request_lost(&mut self, ctx: RequestContext, shared: &Shared) {
@@ -462,26 +436,26 @@ impl Coordinator {
                 self.find_in_flight = false;
                 self.find_retry_at = Some(now + self.backoff());
             }
-            RequestContext::JoinGroup | RequestContext::SyncGroup => {
-                self.join = JoinPhase::Idle;
-                self.join_retry_at = Some(now + self.backoff());
-                self.node = None;
+            RequestContext::Release => self.link.release_in_flight = false,
+            RequestContext::GroupHeartbeat(GroupHeartbeatKind::Release) => {
+                self.link.release_in_flight = false;
+                self.link.node = None;
             }
-            RequestContext::Heartbeat => {
-                self.heartbeat_in_flight = false;
-                self.node = None;
-            }
-            RequestContext::LeaveGroup => self.leave_in_flight = false,
-            RequestContext::Release => self.release_in_flight = false,
-            RequestContext::GroupHeartbeat(kind) => self.group_heartbeat_lost(kind),
             RequestContext::OffsetCommit(id) => {
                 let msg: Arc<str> = Arc::from("connection to the coordinator lost");
                 self.commit_failed(id, ErrorCode::NetworkException, Some(msg), shared, now);
-                self.node = None;
+                self.link.node = None;
             }
             RequestContext::OffsetFetch(None) => self.positions_failed(shared, now),
             RequestContext::OffsetFetch(Some(id)) => {
                 self.query_failed(id, ErrorCode::NetworkException, now)
+            }
+            ctx @ (RequestContext::JoinGroup
+            | RequestContext::SyncGroup
+            | RequestContext::Heartbeat
+            | RequestContext::LeaveGroup
+            | RequestContext::GroupHeartbeat(_)) => {
+                self.member.request_lost(&mut self.link, ctx, now)
             }
             _ => {}
         }
@@ -493,86 +467,95 @@ impl Coordinator {
         self.coordinator_unknown(net, shared, why);
     }
 
+    /// Asks for a leave (checkpoint, close, unsubscribe); [`left`](Self::left) says when it is
+    /// done. A JoinGroup or SyncGroup in flight is abandoned: the coordinator answers the
+    /// requests of a connection in order, so the leave would wait behind it.
+    pub fn begin_leave(&mut self, net: &mut Net, shared: &Shared, reason: &str) {
+        if !self.member.in_group() {
+            return;
+        }
+        if self.member.rebalancing()
+            && let Some(node) = self.link.node
+        {
+            let lost = net
+                .client
+                .disconnect(node, "leaving the group during a rebalance");
+            for ctx in lost {
+                self.on_request_lost(ctx, shared);
+            }
+            self.member.abandon_rebalance();
+        }
+        self.link.leave_wanted = Some(reason.to_owned());
+    }
+
+    /// Whether the leave asked for is done (sent and answered, or nothing to leave).
+    pub fn left(&self) -> bool {
+        self.link.leave_wanted.is_none() && !self.link.leave_in_flight
+    }
+
+    fn maybe_leave(&mut self, net: &mut Net, shared: &Shared, node: i32, now: Instant) {
+        if self.link.leave_in_flight {
+            return;
+        }
+        if let Some(reason) = self.link.leave_wanted.take() {
+            if !self.member.in_group() {
+                return;
+            }
+            self.with_member(net, shared, |m, cx| m.leave(cx, node, now, &reason));
+        }
+    }
+
     /// Before a checkpoint or close: no more joins or position lookups.
     pub fn suspend(&mut self, on: bool) {
-        self.suspended = on;
+        self.link.suspended = on;
     }
 
     /// After the connections were closed for an image: the process wakes up (possibly many
     /// times over, as clones) as a new member with a new `group.instance.id` (if static).
     pub fn reset_after_restore(&mut self, instance_id: Option<String>, shared: &Shared) {
-        self.node = None;
+        self.link.node = None;
         self.find_in_flight = false;
         self.find_retry_at = None;
-        self.group = consumer_group::GroupState::default();
-        self.release = match (&self.instance_id, &instance_id) {
-            (Some(old), new) if new.as_ref() != Some(old) && !self.member_id.is_empty() => {
-                Some((self.member_id.clone(), old.clone()))
+        let member_id = self.member.member_id();
+        self.release = match (&self.link.instance_id, &instance_id) {
+            (Some(old), new) if new.as_ref() != Some(old) && !member_id.is_empty() => {
+                Some((member_id.to_owned(), old.clone()))
             }
             _ => None,
         };
-        self.release_in_flight = false;
-        self.member_id = match self.group_protocol {
-            GroupProtocol::Classic => String::new(),
-            GroupProtocol::Consumer => consumer_group::new_member_id(),
-        };
-        self.generation = -1;
-        self.protocol = None;
-        self.last_assignment = LastAssignment::default();
-        self.followup_rejoin = false;
-        self.join = JoinPhase::Idle;
-        self.join_retry_at = None;
-        self.rejoin = None;
-        self.leader_snapshot = None;
-        self.heartbeat_in_flight = false;
-        self.session_alive_at = Instant::now();
+        self.link.release_in_flight = false;
+        self.member = self.member.renewed();
         self.positions_in_flight = false;
         self.positions_retry_at = None;
-        self.leave_wanted = None;
-        self.leave_in_flight = false;
+        self.link.leave_wanted = None;
+        self.link.leave_in_flight = false;
         for c in &mut self.commits {
             c.in_flight = false;
         }
         for q in &mut self.queries {
             q.in_flight = false;
         }
-        self.instance_id = instance_id;
-        self.suspended = false;
+        self.link.instance_id = instance_id;
+        self.link.suspended = false;
         self.publish_membership(shared);
     }
 
     /// Forgets the member after a leave without waiting (the coordinator was unreachable).
     pub fn forget_member(&mut self, shared: &Shared) {
-        if self.group_protocol == GroupProtocol::Classic {
-            self.member_id.clear();
-        }
-        self.generation = -1;
-        self.leave_wanted = None;
+        self.member.forget();
+        self.link.leave_wanted = None;
         self.publish_membership(shared);
     }
 
     /// The earliest instant this needs a turn.
     pub fn next_due(&self, now: Instant) -> Duration {
-        let mut t = Duration::from_secs(1);
-        if self.is_member() && !self.heartbeat_in_flight {
-            t = t.min(self.next_heartbeat.saturating_duration_since(now));
-        }
-        if self.group_protocol == GroupProtocol::Consumer && self.group.due_now()
-            || self.release.is_some() && !self.release_in_flight
-        {
+        let mut t = Duration::from_secs(1).min(self.member.next_due(now));
+        if self.release.is_some() && !self.link.release_in_flight {
             t = Duration::ZERO;
         }
-        if self.is_member() && self.group_protocol == GroupProtocol::Classic {
-            let expiry = self.session_alive_at + self.config.session_timeout;
-            t = t.min(expiry.saturating_duration_since(now) + Duration::from_millis(1));
-        }
-        for at in [
-            self.find_retry_at,
-            self.join_retry_at,
-            self.positions_retry_at,
-        ]
-        .into_iter()
-        .flatten()
+        for at in [self.find_retry_at, self.positions_retry_at]
+            .into_iter()
+            .flatten()
         {
             t = t.min(at.saturating_duration_since(now));
         }
@@ -587,8 +570,7 @@ impl Coordinator {
 
     /// Shifts deadlines by `by` (a restore whose monotonic clock jumped).
     pub fn rebase(&mut self, by: Duration) {
-        self.next_heartbeat += by;
-        self.session_alive_at += by;
+        self.member.rebase(by);
         for c in &mut self.commits {
             c.deadline += by;
         }
@@ -596,4 +578,12 @@ impl Coordinator {
             q.deadline += by;
         }
     }
+}
+
+/// An answer to a request of the other group protocol: none is ever sent.
+fn unexpected(api: &str) {
+    tracing::warn!(
+        api,
+        "answer to a request of the other group protocol; ignored"
+    );
 }

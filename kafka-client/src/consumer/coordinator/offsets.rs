@@ -13,7 +13,7 @@ impl Coordinator {
         if st.checkpointing {
             return;
         }
-        let policy = self.config.auto_offset_reset;
+        let policy = self.link.config.auto_offset_reset;
         let mut errors = Vec::new();
         for (tp, p) in st.assignment.iter_mut() {
             if p.position.is_none() && p.reset.is_none() && !p.blocked {
@@ -39,7 +39,7 @@ impl Coordinator {
         node: i32,
         now: Instant,
     ) {
-        if self.suspended
+        if self.link.suspended
             || self.positions_in_flight
             || self.positions_retry_at.is_some_and(|t| now < t)
         {
@@ -64,9 +64,9 @@ impl Coordinator {
             return;
         }
         let req = offset_fetch(
-            self.group_id.as_deref(),
+            self.link.group_id.as_deref(),
             &wanted,
-            self.config.isolation_level,
+            self.link.config.isolation_level,
         );
         match net
             .client
@@ -160,7 +160,7 @@ impl Coordinator {
             }
             None => {
                 self.positions_in_flight = false;
-                let policy = self.config.auto_offset_reset;
+                let policy = self.link.config.auto_offset_reset;
                 let mut st = shared.state.lock();
                 let mut errors = Vec::new();
                 let mut retry = false;
@@ -213,7 +213,7 @@ impl Coordinator {
         timeout: Duration,
         reply: CommittedReply,
     ) {
-        if self.group_id.is_none() {
+        if self.link.group_id.is_none() {
             let _ = reply.send(Err(ConsumerError::NoGroupId("committed()")));
             return;
         }
@@ -234,7 +234,7 @@ impl Coordinator {
     pub(super) fn query_failed(&mut self, id: u64, code: ErrorCode, now: Instant) {
         if let Some(q) = self.queries.iter_mut().find(|q| q.id == id) {
             q.in_flight = false;
-            q.retry_at = Some(now + self.config.common.retry_backoff);
+            q.retry_at = Some(now + self.link.config.common.retry_backoff);
             q.last_error = Some(Arc::from(code.to_string()));
         }
     }
@@ -247,9 +247,9 @@ impl Coordinator {
             return;
         }
         let req = offset_fetch(
-            self.group_id.as_deref(),
+            self.link.group_id.as_deref(),
             &q.partitions,
-            self.config.isolation_level,
+            self.link.config.isolation_level,
         );
         let id = q.id;
         match net
@@ -258,7 +258,7 @@ impl Coordinator {
         {
             Ok(_) => q.in_flight = true,
             Err((e, _)) => {
-                q.retry_at = Some(now + self.config.common.retry_backoff);
+                q.retry_at = Some(now + self.link.config.common.retry_backoff);
                 q.last_error = Some(Arc::from(e.to_string()));
             }
         }

@@ -1,59 +1,26 @@
-//! Base64 for SCRAM (standard alphabet, padded) and JWS (URL-safe, unpadded): a few lines
-//! rather than a dependency.
+//! Base64 for SCRAM (standard alphabet, padded), JWS (URL-safe, unpadded) and PEM bodies,
+//! over `base64ct` (constant-time, so a secret's encoding does not leak through timing). What
+//! this module adds: encodings come back in a [`Zeroizing`] string, since they often hold a
+//! secret (a nonce, a proof, a key), and decoding takes padding as optional, as the hand-written
+//! decoder this replaces did (`base64ct`'s padded decoder would refuse a missing `=`).
 
+use base64ct::{Base64, Base64Unpadded, Base64UrlUnpadded, Encoding};
 use zeroize::Zeroizing;
-
-const STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-fn encode_with(data: &[u8], alphabet: &[u8; 64], pad: bool) -> Zeroizing<String> {
-    let mut out = Zeroizing::new(String::with_capacity(data.len().div_ceil(3) * 4));
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let chars = chunk.len() + 1;
-        for i in 0..4 {
-            if i < chars {
-                out.push(alphabet[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else if pad {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
 
 /// Standard base64 with padding.
 pub fn encode(data: &[u8]) -> Zeroizing<String> {
-    encode_with(data, STD, true)
+    Zeroizing::new(Base64::encode_string(data))
 }
 
 /// URL-safe base64 without padding (JWS).
 pub fn encode_url(data: &[u8]) -> Zeroizing<String> {
-    encode_with(data, URL, false)
+    Zeroizing::new(Base64UrlUnpadded::encode_string(data))
 }
 
-/// Decodes standard base64 (padding optional); `None` if it is not base64.
+/// Decodes standard base64 (padding optional); `None` if it is not base64 (a character out of
+/// the alphabet, a lone leftover character, leftover bits that are not zero).
 pub fn decode(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in text.bytes() {
-        let v = STD.iter().position(|&a| a == c)? as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    // Leftover bits must be padding zeros, and a single leftover character is no byte.
-    (bits < 6 && acc & ((1 << bits) - 1) == 0).then_some(out)
+    Base64Unpadded::decode_vec(text.trim_end_matches('=')).ok()
 }
 
 #[cfg(test)]
@@ -77,5 +44,11 @@ mod tests {
         assert_eq!(encode_url(&[0xfb, 0xff]).as_str(), "-_8");
         assert_eq!(decode("Zm9v!"), None);
         assert_eq!(decode("Z"), None);
+        // Padding optional, leftover bits must be zero, no '=' inside.
+        assert_eq!(decode("Zm8").unwrap(), b"fo");
+        assert_eq!(decode("Zg").unwrap(), b"f");
+        assert_eq!(decode("Zh=="), None);
+        assert_eq!(decode("Zg==Zg=="), None);
+        assert_eq!(decode("Zm 9v"), None);
     }
 }

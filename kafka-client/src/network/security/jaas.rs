@@ -15,7 +15,9 @@ use zeroize::Zeroizing;
 pub struct JaasModule {
     /// The login module's class, e.g. `org.apache.kafka.common.security.plain.PlainLoginModule`.
     pub class: String,
-    /// `required`, `requisite`, `sufficient` or `optional`.
+    /// `required`, `requisite`, `sufficient` or `optional`: checked, then unused (one module,
+    /// so the flag decides nothing), as in Java's client.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub flag: String,
     options: Vec<(String, Zeroizing<String>)>,
 }

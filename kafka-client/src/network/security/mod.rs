@@ -1,8 +1,8 @@
 //! TLS and SASL for both clients, with Java's keys and meanings.
 //!
 //! [`SecurityConfig`] holds the keys as given: values that name a config provider
-//! (`${file:…}`, `${env:…}`, [`providers`]) stay references. [`SecurityConfig::resolve`] turns
-//! them into what one connection attempt needs ([`Resolved`]: a rustls configuration, SASL
+//! (`${file:…}`, `${env:…}`, [`providers`]) stay references. `SecurityConfig::resolve` turns
+//! them into what one connection attempt needs (`Resolved`: a rustls configuration, SASL
 //! credentials) on the connection's helper thread; the connection keeps none of it once it is
 //! made, and every buffer that held a secret is wiped. A checkpoint closes every connection, so
 //! no secret that came from a provider is in the image, and the connections made after the
@@ -23,7 +23,7 @@ use zeroize::Zeroizing;
 pub use providers::{ProviderKind, Providers};
 pub use sasl::{OAuthBearerToken, OAuthBearerTokenProvider, SaslMechanism};
 
-use crate::config::ConfigError;
+use crate::config::value::ConfigError;
 
 /// `security.protocol`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Locked, OpKind, SendOffsets, TransactionError, TransactionManager, TransactionState};
-use crate::error::ProduceError;
 use crate::network::{Net, NetworkError};
 use crate::producer::accumulator::RecordAccumulator;
+use crate::producer::error::ProduceError;
 use crate::producer::idempotence::ProducerIdAndEpoch;
 use crate::producer::sender::RequestContext;
 use crate::protocol::messages::InitProducerIdRequest;

@@ -4,7 +4,7 @@
 //! The application's calls (`init_transactions`, `begin_transaction`,
 //! `send_offsets_to_transaction`, `commit_transaction`, `abort_transaction`) change the state
 //! here and, but for `begin`, hand the sender thread an operation and wait (up to
-//! `max.block.ms`) for its outcome; the sender thread ([`io`]) talks to the transaction and
+//! `max.block.ms`) for its outcome; the sender thread (`io`) talks to the transaction and
 //! group coordinators and completes it. One operation at a time: a call that timed out leaves
 //! its operation going, and the same call made again waits for it, as in Java.
 //!
@@ -14,12 +14,12 @@
 //! a lost producer id and the like make the transaction abortable (abort it, retry the
 //! work); coordinator moves and loads are retried. See [`TransactionError::action`].
 //!
-//! A checkpoint ([`TransactionManager::checkpoint_begin`]) closes a gate so no transaction
+//! A checkpoint (`TransactionManager::checkpoint_begin`) closes a gate so no transaction
 //! begins, then waits for the open one to end or aborts it (`checkpoint.transaction.policy`);
 //! after a restore the producer takes a producer id again under the restored copy's
-//! `transactional.id` ([`TransactionManager::restored`]).
+//! `transactional.id` (`TransactionManager::restored`).
 
-mod error;
+pub(super) mod error;
 pub(crate) mod io;
 
 use std::sync::Arc;

@@ -6,13 +6,12 @@
 //! batches back (tests, and later the consumer).
 
 mod batch;
-mod compression;
 
+pub use super::compression::Compression;
 pub use batch::{
     BATCH_HEADER_SIZE, BatchWriter, MAX_DECOMPRESSED_BATCH, RecordBatch, RecordSize,
     decode_batches, record_size,
 };
-pub use compression::Compression;
 
 /// A record header as the producer passes it: borrowed, key UTF-8, value nullable.
 /// Duplicate keys are allowed and kept in order.

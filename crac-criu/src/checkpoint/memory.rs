@@ -1,0 +1,82 @@
+//! Waiting for this process's own pages: a process restored lazily must not be imaged again
+//! before its lazy-pages daemon has brought every page in. It runs in the imaged process,
+//! before the dump.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, ErrorKind};
+
+/// Memory regions of this process whose pages may still be missing: registered with a
+/// userfaultfd for missing pages (`um` in `/proc/self/smaps`' `VmFlags`). A lazily restored
+/// process has them until its daemon has streamed every page in and let go; CRIU would dump
+/// their absent pages as holes, so a checkpoint must not start before they are gone.
+fn missing_page_regions(smaps: &str) -> usize {
+    smaps
+        .lines()
+        .filter_map(|l| l.strip_prefix("VmFlags:"))
+        .filter(|flags| flags.split_whitespace().any(|f| f == "um"))
+        .count()
+}
+
+/// Waits (at most `timeout`) until none of this process's memory is still arriving from a lazy
+/// restore (memory registered with a userfaultfd for missing pages); a process never
+/// restored lazily returns at once. Call it before reading every page of a large state in a
+/// restored copy, so the reads do not compete with the lazy-pages daemon's stream.
+pub fn wait_own_memory_in(timeout: Duration) -> Result<(), Error> {
+    let t = Instant::now();
+    loop {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").map_err(|e| {
+            Error::new(
+                ErrorKind::Other,
+                format!("cannot read /proc/self/smaps: {e}"),
+            )
+        })?;
+        let left = missing_page_regions(&smaps);
+        if left == 0 {
+            if t.elapsed() > Duration::from_millis(1) {
+                tracing::info!(
+                    waited_ms = t.elapsed().as_secs_f64() * 1e3,
+                    "waited for the lazy restore's pages before the dump"
+                );
+            }
+            return Ok(());
+        }
+        if t.elapsed() >= timeout {
+            return Err(Error::new(
+                ErrorKind::Snapshot,
+                format!(
+                    "checkpoint refused: this process was restored lazily and {left} memory                      region(s) still wait for pages from its lazy-pages daemon after {:.0} s                      ({}): CRIU would dump the missing pages as zeros; see the daemon's log in                      the image directory it was restored from",
+                    timeout.as_secs_f64(),
+                    crate::criu::TIMEOUT_ENV
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_still_waiting_for_pages_are_counted() {
+        let smaps = "\
+7f00-7f10 rw-p 00000000 00:00 0
+Size:                 64 kB
+VmFlags: rd wr mr mw me ac um
+7f10-7f20 rw-p 00000000 00:00 0
+VmFlags: rd wr mr mw me ac sd
+7f20-7f30 rw-p 00000000 00:00 0
+VmFlags: rd wr um mr
+";
+        assert_eq!(missing_page_regions(smaps), 2);
+        assert_eq!(missing_page_regions("VmFlags: rd wr umx uw\n"), 0);
+        // This test process was not restored: nothing to wait for.
+        assert_eq!(
+            missing_page_regions(&std::fs::read_to_string("/proc/self/smaps").unwrap()),
+            0
+        );
+        assert!(wait_own_memory_in(Duration::ZERO).is_ok());
+    }
+}
