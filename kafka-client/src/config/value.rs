@@ -6,6 +6,31 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// `FromStr` and `Display` for a setting whose value is one keyword of a fixed set: each
+/// variant with the keyword it is written as, then other spellings it is also read from.
+/// Values are trimmed; `ignore_case` follows what Java accepts for the key.
+macro_rules! keyword_setting {
+    ($ty:ty, ignore_case = $ic:expr, expected = $expected:expr,
+     { $($variant:ident => $kw:literal $(| $alias:literal)*),+ $(,)? }) => {
+        impl ::std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                let s = s.trim();
+                let is = |k: &str| if $ic { s.eq_ignore_ascii_case(k) } else { s == k };
+                $( if is($kw) $(|| is($alias))* { return Ok(Self::$variant); } )+
+                Err($expected.into())
+            }
+        }
+
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(match self { $( Self::$variant => $kw, )+ })
+            }
+        }
+    };
+}
+pub(crate) use keyword_setting;
+
 /// A configuration key or value a client cannot accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid config {key}={value:?}: {reason}")]

@@ -1,8 +1,7 @@
 //! Consumer configuration with the Java client's keys and defaults, as a typed builder and as
 //! `key=value` properties (the same style as [`ProducerConfig`](crate::ProducerConfig)).
 
-use std::fmt;
-use std::str::FromStr;
+use crate::config::value::keyword_setting;
 use std::time::Duration;
 
 pub use crate::config::ConfigError;
@@ -30,27 +29,11 @@ pub enum AutoOffsetReset {
     None,
 }
 
-impl FromStr for AutoOffsetReset {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "earliest" => Ok(Self::Earliest),
-            "latest" => Ok(Self::Latest),
-            "none" => Ok(Self::None),
-            _ => Err("expected earliest, latest or none".into()),
-        }
-    }
-}
-
-impl fmt::Display for AutoOffsetReset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Earliest => "earliest",
-            Self::Latest => "latest",
-            Self::None => "none",
-        })
-    }
-}
+keyword_setting!(AutoOffsetReset, ignore_case = false, expected = "expected earliest, latest or none", {
+    Earliest => "earliest",
+    Latest => "latest",
+    None => "none",
+});
 
 /// `group.protocol`: how the member takes part in its group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -63,25 +46,10 @@ pub enum GroupProtocol {
     Consumer,
 }
 
-impl FromStr for GroupProtocol {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "classic" => Ok(Self::Classic),
-            "consumer" => Ok(Self::Consumer),
-            _ => Err("expected classic or consumer".into()),
-        }
-    }
-}
-
-impl fmt::Display for GroupProtocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Classic => "classic",
-            Self::Consumer => "consumer",
-        })
-    }
-}
+keyword_setting!(GroupProtocol, ignore_case = true, expected = "expected classic or consumer", {
+    Classic => "classic",
+    Consumer => "consumer",
+});
 
 fn parse_isolation(s: &str) -> Result<IsolationLevel, String> {
     match s.trim() {

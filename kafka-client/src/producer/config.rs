@@ -1,8 +1,7 @@
 //! Producer configuration with the Java client's keys and defaults, as a typed builder and as
 //! `key=value` properties.
 
-use std::fmt;
-use std::str::FromStr;
+use crate::config::value::keyword_setting;
 use std::time::Duration;
 
 pub use crate::config::ConfigError;
@@ -36,27 +35,11 @@ impl Acks {
     }
 }
 
-impl FromStr for Acks {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "0" => Ok(Acks::None),
-            "1" => Ok(Acks::Leader),
-            "all" | "-1" => Ok(Acks::All),
-            _ => Err("expected 0, 1, all or -1".into()),
-        }
-    }
-}
-
-impl fmt::Display for Acks {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Acks::None => "0",
-            Acks::Leader => "1",
-            Acks::All => "all",
-        })
-    }
-}
+keyword_setting!(Acks, ignore_case = false, expected = "expected 0, 1, all or -1", {
+    None => "0",
+    Leader => "1",
+    All => "all" | "-1",
+});
 
 /// `checkpoint.transaction.policy`: what `before_checkpoint` does with a transaction that is
 /// open when the checkpoint starts.
@@ -73,25 +56,10 @@ pub enum CheckpointTransactionPolicy {
     Abort,
 }
 
-impl FromStr for CheckpointTransactionPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "wait" => Ok(Self::Wait),
-            "abort" => Ok(Self::Abort),
-            _ => Err("expected wait or abort".into()),
-        }
-    }
-}
-
-impl fmt::Display for CheckpointTransactionPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Wait => "wait",
-            Self::Abort => "abort",
-        })
-    }
-}
+keyword_setting!(CheckpointTransactionPolicy, ignore_case = false, expected = "expected wait or abort", {
+    Wait => "wait",
+    Abort => "abort",
+});
 
 /// `crac.transactional.id.policy`: the `transactional.id` of a restored copy when the restorer
 /// gives none (in the variable `crac.transactional.id.var` names).
@@ -109,16 +77,10 @@ pub enum TransactionalIdPolicy {
     Unique,
 }
 
-impl FromStr for TransactionalIdPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "keep" => Ok(Self::Keep),
-            "unique" => Ok(Self::Unique),
-            _ => Err("expected keep or unique".into()),
-        }
-    }
-}
+keyword_setting!(TransactionalIdPolicy, ignore_case = false, expected = "expected keep or unique", {
+    Keep => "keep",
+    Unique => "unique",
+});
 
 /// Every setting of the producer. Build it with [`ProducerConfig::new`] and the setters, or
 /// from properties with [`ProducerConfig::from_properties`]; [`ProducerConfig::set`] takes one

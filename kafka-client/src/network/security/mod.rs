@@ -15,6 +15,7 @@ pub mod providers;
 pub mod sasl;
 pub mod tls;
 
+use crate::config::value::keyword_setting;
 use std::fmt;
 use std::sync::Arc;
 
@@ -51,29 +52,12 @@ impl SecurityProtocol {
     }
 }
 
-impl std::str::FromStr for SecurityProtocol {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_uppercase().as_str() {
-            "PLAINTEXT" => Ok(Self::Plaintext),
-            "SSL" => Ok(Self::Ssl),
-            "SASL_PLAINTEXT" => Ok(Self::SaslPlaintext),
-            "SASL_SSL" => Ok(Self::SaslSsl),
-            _ => Err("expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL".into()),
-        }
-    }
-}
-
-impl fmt::Display for SecurityProtocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Plaintext => "PLAINTEXT",
-            Self::Ssl => "SSL",
-            Self::SaslPlaintext => "SASL_PLAINTEXT",
-            Self::SaslSsl => "SASL_SSL",
-        })
-    }
-}
+keyword_setting!(SecurityProtocol, ignore_case = true, expected = "expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", {
+    Plaintext => "PLAINTEXT",
+    Ssl => "SSL",
+    SaslPlaintext => "SASL_PLAINTEXT",
+    SaslSsl => "SASL_SSL",
+});
 
 /// A configuration value that may be a secret: printed as `[hidden]`, as Java's `Password`
 /// type is. It holds what was configured (a provider reference, or the secret itself).
