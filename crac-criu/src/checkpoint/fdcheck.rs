@@ -196,6 +196,45 @@ fn dev_minor(dev: u64) -> u32 {
     (((dev >> 12) & 0xffff_ff00) | (dev & 0x0000_00ff)) as u32
 }
 
+/// A unix socket `u` (inode `ino`) at fd `fd`: connected to another process, it blocks the
+/// checkpoint, unless it is one of fds 0–2 (dumped as external then).
+fn unix_peer(fd: i32, ino: u64, u: &UnixEntry, me: i32, scan: &mut Scan) {
+    // Connected stream/seqpacket sockets whose peer is another process.
+    let connected = u.state == 3 && !u.listening && (u.ty == 1 || u.ty == 5);
+    if connected {
+        let peer = crate::sys::peer_pid(fd);
+        if peer != Some(me) {
+            if fd <= 2 {
+                scan.external_unix.push(ino);
+            } else {
+                let who = match peer {
+                    Some(p) => {
+                        let comm = fs::read_to_string(format!("/proc/{p}/comm"))
+                            .map(|s| s.trim().to_owned())
+                            .unwrap_or_else(|_| "exited".into());
+                        format!("pid {p} ({comm})")
+                    }
+                    None => "another process".to_owned(),
+                };
+                let kind = if u.ty == 1 { "stream" } else { "seqpacket" };
+                let path = if u.path.is_empty() {
+                    String::new()
+                } else {
+                    format!(" at {}", u.path)
+                };
+                scan.refused.push(Refusal {
+                    fd,
+                    reason: format!(
+                        "unix {kind} socket{path} connected to {who} is still open \
+                         (a connection to a process outside the image cannot be \
+                         checkpointed; close it in before_checkpoint)"
+                    ),
+                });
+            }
+        }
+    }
+}
+
 /// Scans `/proc/self/fd` (with `/proc/net/*` and `/proc/locks`).
 pub fn scan() -> Scan {
     let me = std::process::id() as i32;
@@ -239,40 +278,7 @@ pub fn scan() -> Scan {
                     });
                 }
             } else if let Some(u) = unix.get(&ino) {
-                // Connected stream/seqpacket sockets whose peer is another process.
-                let connected = u.state == 3 && !u.listening && (u.ty == 1 || u.ty == 5);
-                if connected {
-                    let peer = crate::sys::peer_pid(fd);
-                    if peer != Some(me) {
-                        if fd <= 2 {
-                            scan.external_unix.push(ino);
-                        } else {
-                            let who = match peer {
-                                Some(p) => {
-                                    let comm = fs::read_to_string(format!("/proc/{p}/comm"))
-                                        .map(|s| s.trim().to_owned())
-                                        .unwrap_or_else(|_| "exited".into());
-                                    format!("pid {p} ({comm})")
-                                }
-                                None => "another process".to_owned(),
-                            };
-                            let kind = if u.ty == 1 { "stream" } else { "seqpacket" };
-                            let path = if u.path.is_empty() {
-                                String::new()
-                            } else {
-                                format!(" at {}", u.path)
-                            };
-                            scan.refused.push(Refusal {
-                                fd,
-                                reason: format!(
-                                    "unix {kind} socket{path} connected to {who} is still open \
-                                     (a connection to a process outside the image cannot be \
-                                     checkpointed; close it in before_checkpoint)"
-                                ),
-                            });
-                        }
-                    }
-                }
+                unix_peer(fd, ino, u, me, &mut scan);
             }
         } else if target == "anon_inode:[io_uring]" || target == "anon_inode:[userfaultfd]" {
             scan.refused.push(Refusal {
