@@ -1,9 +1,16 @@
-//! The only module with `unsafe`: small wrappers around the system calls the engine needs.
-//! Each wrapper states why its call is sound; everything else in the crate is safe code.
+//! The system calls the engine needs, in one module. Most go through `rustix` (safe, typed,
+//! no `unsafe` of ours). What stays on `libc`, with `unsafe` stated sound at each call, is
+//! what rustix does not cover or covers differently: the fork/exec of the dump helper with
+//! only async-signal-safe calls in the child (`SpawnPlan`), a signal handler with
+//! `SA_SIGINFO` and `sigqueue`-style signals through a pidfd (rustix's `Signal` has no
+//! real-time signals and `pidfd_send_signal` no siginfo), `UFFDIO_WAKE`, raw wait statuses
+//! (`exit_code` decodes them as shells do), `SO_PEERCRED` and `fcntl` on descriptors found by
+//! number in `/proc/self/fd`, and `getsid`, whose 0 (a session leader outside the PID
+//! namespace) rustix's nonzero `Pid` cannot carry. Everything else in the crate is safe code.
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -15,27 +22,18 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 
 /// A connected `AF_UNIX`/`SOCK_SEQPACKET` pair, both ends close-on-exec.
 pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
-    cvt(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: on success both fds are fresh and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
+    Ok(socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 /// A pipe `(read, write)`, both ends close-on-exec.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
-    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    // SAFETY: on success both fds are fresh and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
 /// Takes ownership of a descriptor this process inherited by number (a pipe end a parent
@@ -55,54 +53,35 @@ pub fn inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
 }
 
 /// Sets or clears `FD_CLOEXEC`.
-pub fn set_cloexec(fd: &impl AsRawFd, on: bool) -> io::Result<()> {
-    let fd = fd.as_raw_fd();
-    // SAFETY: F_GETFD/F_SETFD on a descriptor we hold take no pointers.
-    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
-    let flags = if on {
-        flags | libc::FD_CLOEXEC
-    } else {
-        flags & !libc::FD_CLOEXEC
-    };
-    // SAFETY: as above.
-    cvt(unsafe { libc::fcntl(fd, libc::F_SETFD, flags) })?;
-    Ok(())
+pub fn set_cloexec(fd: &impl AsFd, on: bool) -> io::Result<()> {
+    use rustix::io::{FdFlags, fcntl_getfd, fcntl_setfd};
+    let mut flags = fcntl_getfd(fd)?;
+    flags.set(FdFlags::CLOEXEC, on);
+    Ok(fcntl_setfd(fd, flags)?)
 }
 
-/// Sends one packet.
-pub fn send(fd: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is valid for `buf.len()` bytes.
-    let n = unsafe {
-        libc::send(
-            fd.as_raw_fd(),
-            buf.as_ptr().cast(),
-            buf.len(),
-            libc::MSG_NOSIGNAL,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+/// Sends one packet (never raising `SIGPIPE`).
+pub fn send(fd: &impl AsFd, buf: &[u8]) -> io::Result<usize> {
+    Ok(rustix::net::send(
+        fd,
+        buf,
+        rustix::net::SendFlags::NOSIGNAL,
+    )?)
 }
 
 /// Receives one packet (retrying on `EINTR`); `Ok(0)` means the peer closed.
-pub fn recv(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+pub fn recv(fd: &impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
     loop {
-        // SAFETY: `buf` is valid and writable for `buf.len()` bytes.
-        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match rustix::net::recv(fd, &mut *buf, rustix::net::RecvFlags::empty()) {
+            Ok((n, _)) => return Ok(n),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
     }
 }
 
 /// The pid of the peer of a connected unix socket (`SO_PEERCRED`), if the kernel knows it.
+/// By descriptor number (libc): the caller finds it in `/proc/self/fd` and does not own it.
 pub fn peer_pid(fd: RawFd) -> Option<i32> {
     let mut cred = libc::ucred {
         pid: 0,
@@ -309,49 +288,33 @@ pub fn spawn_detached(plan: &SpawnPlan) -> io::Result<()> {
 }
 
 /// Reads until `buf` is full or end of file (retrying on `EINTR`); returns the bytes read.
-pub fn read_full(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+pub fn read_full(fd: &impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
-        // SAFETY: the slice from `got` is valid and writable for its length.
-        let n = unsafe {
-            libc::read(
-                fd.as_raw_fd(),
-                buf[got..].as_mut_ptr().cast(),
-                buf.len() - got,
-            )
-        };
-        if n == 0 {
-            break;
+        match rustix::io::read(fd, &mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        got += n as usize;
     }
     Ok(got)
 }
 
 /// Waits up to `timeout_ms` (-1: forever) for `fd` to become readable (or hung up); `Ok(false)`
 /// on timeout.
-pub fn poll_readable(fd: &impl AsRawFd, timeout_ms: i32) -> io::Result<bool> {
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+pub fn poll_readable(fd: &impl AsFd, timeout_ms: i32) -> io::Result<bool> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let timeout = (timeout_ms >= 0).then(|| Timespec {
+        tv_sec: i64::from(timeout_ms / 1000),
+        tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+    });
     loop {
-        // SAFETY: `p` is one valid pollfd.
-        let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-        if r >= 0 {
-            return Ok(r > 0);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        let mut p = [PollFd::new(fd, PollFlags::IN)];
+        match poll(&mut p, timeout.as_ref()) {
+            Ok(n) => return Ok(n > 0),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -377,10 +340,6 @@ pub fn uffd_wake(uffd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
     Ok(())
 }
 
-fn c_name(name: &str) -> io::Result<CString> {
-    cstring(name.as_bytes())
-}
-
 /// Ignores `SIGPIPE` (a write to a closed pipe then fails with `EPIPE`), as Rust's runtime does
 /// before `main`; for code that runs before it.
 pub fn ignore_sigpipe() -> io::Result<()> {
@@ -392,93 +351,78 @@ pub fn ignore_sigpipe() -> io::Result<()> {
 }
 
 /// `openat(dir, name, flags | O_CLOEXEC, mode)`.
-pub fn openat(dir: &impl AsRawFd, name: &str, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-    let n = c_name(name)?;
-    // SAFETY: `n` is a valid C string; the mode is passed as the variadic argument open expects.
-    let fd = cvt(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            n.as_ptr(),
-            flags | libc::O_CLOEXEC,
-            mode as libc::c_uint,
-        )
-    })?;
-    // SAFETY: a fresh descriptor owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+pub fn openat(dir: &impl AsFd, name: &str, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::from_bits_retain(flags as u32) | OFlags::CLOEXEC;
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        flags,
+        Mode::from_raw_mode(mode),
+    )?)
 }
 
 /// `open(path, flags | O_CLOEXEC)` for a path (directories, `/proc/self/exe`).
 pub fn open(path: &std::path::Path, flags: i32) -> io::Result<OwnedFd> {
-    use std::os::unix::ffi::OsStrExt;
-    let p = cstring(path.as_os_str().as_bytes())?;
-    // SAFETY: `p` is a valid C string.
-    let fd = cvt(unsafe { libc::open(p.as_ptr(), flags | libc::O_CLOEXEC) })?;
-    // SAFETY: a fresh descriptor owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::from_bits_retain(flags as u32) | OFlags::CLOEXEC;
+    Ok(rustix::fs::open(path, flags, Mode::empty())?)
 }
 
 /// `mkdirat(dir, name, mode)`.
-pub fn mkdirat(dir: &impl AsRawFd, name: &str, mode: u32) -> io::Result<()> {
-    let n = c_name(name)?;
-    // SAFETY: `n` is a valid C string.
-    cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), n.as_ptr(), mode as libc::mode_t) })?;
-    Ok(())
+pub fn mkdirat(dir: &impl AsFd, name: &str, mode: u32) -> io::Result<()> {
+    Ok(rustix::fs::mkdirat(
+        dir,
+        name,
+        rustix::fs::Mode::from_raw_mode(mode),
+    )?)
 }
 
 /// `unlinkat(dir, name, 0)`: removes a file (not a directory).
-pub fn unlinkat(dir: &impl AsRawFd, name: &str) -> io::Result<()> {
-    let n = c_name(name)?;
-    // SAFETY: `n` is a valid C string.
-    cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), n.as_ptr(), 0) })?;
-    Ok(())
+pub fn unlinkat(dir: &impl AsFd, name: &str) -> io::Result<()> {
+    Ok(rustix::fs::unlinkat(
+        dir,
+        name,
+        rustix::fs::AtFlags::empty(),
+    )?)
 }
 
 /// `renameat(dir, from, dir, to)`: both names in the same directory.
-pub fn renameat(dir: &impl AsRawFd, from: &str, to: &str) -> io::Result<()> {
-    let (f, t) = (c_name(from)?, c_name(to)?);
-    let d = dir.as_raw_fd();
-    // SAFETY: both are valid C strings.
-    cvt(unsafe { libc::renameat(d, f.as_ptr(), d, t.as_ptr()) })?;
-    Ok(())
+pub fn renameat(dir: &impl AsFd, from: &str, to: &str) -> io::Result<()> {
+    Ok(rustix::fs::renameat(dir, from, dir, to)?)
 }
 
 /// `getxattr(path, name)` into `buf`; the value's length.
 pub fn getxattr(path: &std::path::Path, name: &str, buf: &mut [u8]) -> io::Result<usize> {
-    use std::os::unix::ffi::OsStrExt;
-    let p = cstring(path.as_os_str().as_bytes())?;
-    let n = cstring(name.as_bytes())?;
-    // SAFETY: both are valid C strings; `buf` is valid for writing `buf.len()` bytes.
-    let r = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(r as usize)
+    Ok(rustix::fs::getxattr(path, name, buf)?)
 }
 
 /// `fchown(fd, uid, gid)`.
-pub fn fchown(fd: &impl AsRawFd, uid: u32, gid: u32) -> io::Result<()> {
-    // SAFETY: plain values.
-    cvt(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
-    Ok(())
+pub fn fchown(fd: &impl AsFd, uid: u32, gid: u32) -> io::Result<()> {
+    use rustix::fs::{Gid, Uid};
+    Ok(rustix::fs::fchown(
+        fd,
+        Some(Uid::from_raw(uid)),
+        Some(Gid::from_raw(gid)),
+    )?)
 }
 
 /// `fchmod(fd, mode)`.
-pub fn fchmod(fd: &impl AsRawFd, mode: u32) -> io::Result<()> {
-    // SAFETY: plain values.
-    cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) })?;
-    Ok(())
+pub fn fchmod(fd: &impl AsFd, mode: u32) -> io::Result<()> {
+    Ok(rustix::fs::fchmod(
+        fd,
+        rustix::fs::Mode::from_raw_mode(mode),
+    )?)
 }
 
 /// `pidfd_open(pid, 0)`: a descriptor that refers to this very process, whatever happens to
 /// its pid later.
 pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: the syscall takes plain values.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor owned by nobody else (pidfds are close-on-exec).
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    let pid = rustix::process::Pid::from_raw(pid).ok_or(io::ErrorKind::InvalidInput)?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
 }
 
 /// The kernel's `siginfo_t` as `sigqueue` fills it (`SI_QUEUE`), for `pidfd_send_signal`:
@@ -548,44 +492,52 @@ pub fn pidfd_kill(pidfd: &impl AsRawFd, sig: i32) -> io::Result<()> {
 
 /// `pidfd_getfd(pidfd, fd, 0)`: a duplicate (close-on-exec) of descriptor `fd` of the process
 /// of `pidfd`; needs ptrace access to that process.
-pub fn pidfd_getfd(pidfd: &impl AsRawFd, fd: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: the syscall takes plain values.
-    let r = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+pub fn pidfd_getfd(pidfd: &impl AsFd, fd: RawFd) -> io::Result<OwnedFd> {
+    Ok(rustix::process::pidfd_getfd(
+        pidfd,
+        fd,
+        rustix::process::PidfdGetfdFlags::empty(),
+    )?)
 }
 
 /// Sets the calling thread's nice value (Linux schedules threads one by one, so this changes
 /// only this thread).
 pub fn set_thread_nice(nice: i32) -> io::Result<()> {
-    // SAFETY: gettid takes no arguments and cannot fail.
-    let tid = unsafe { libc::gettid() };
-    // SAFETY: plain values.
-    cvt(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) })?;
-    Ok(())
+    Ok(rustix::process::setpriority_process(
+        Some(rustix::thread::gettid()),
+        nice,
+    )?)
 }
 
 /// Whether the process of `pidfd` still runs: a pidfd turns readable when its process ends
 /// (a zombie not yet reaped has ended too, though it still takes signals).
-pub fn pidfd_alive(pidfd: &impl AsRawFd) -> bool {
+pub fn pidfd_alive(pidfd: &impl AsFd) -> bool {
     matches!(poll_readable(pidfd, 0), Ok(false))
 }
 
-/// `flock(fd, op)`; `Ok(false)` when `LOCK_NB` was given and the lock is held elsewhere.
-pub fn flock(fd: &impl AsRawFd, op: i32) -> io::Result<bool> {
-    loop {
-        // SAFETY: plain values.
-        if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
-            return Ok(true);
+/// `flock(fd, op)` (`LOCK_SH`, `LOCK_EX`, `LOCK_UN`, optionally `| LOCK_NB`); `Ok(false)` when
+/// `LOCK_NB` was given and the lock is held elsewhere.
+pub fn flock(fd: &impl AsFd, op: i32) -> io::Result<bool> {
+    use rustix::fs::FlockOperation as F;
+    let op = match op {
+        libc::LOCK_SH => F::LockShared,
+        libc::LOCK_EX => F::LockExclusive,
+        libc::LOCK_UN => F::Unlock,
+        o if o == libc::LOCK_SH | libc::LOCK_NB => F::NonBlockingLockShared,
+        o if o == libc::LOCK_EX | libc::LOCK_NB => F::NonBlockingLockExclusive,
+        o => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("flock operation {o:#x}"),
+            ));
         }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Ok(false),
-            _ => return Err(e),
+    };
+    loop {
+        match rustix::fs::flock(fd, op) {
+            Ok(()) => return Ok(true),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -649,13 +601,13 @@ pub fn exit_code(status: i32) -> i32 {
 /// Makes this process a child subreaper, so orphaned descendants (the restored process once
 /// criu exits) are reparented to it and it can collect their exit status.
 pub fn set_child_subreaper() -> io::Result<()> {
-    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer argument only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) })?;
-    Ok(())
+    Ok(rustix::process::set_child_subreaper(Some(
+        rustix::process::getpid(),
+    ))?)
 }
 
 /// The session id of this process as seen in its PID namespace: 0 when the session leader
-/// lives in an ancestor namespace.
+/// lives in an ancestor namespace (libc: rustix's `getsid` returns a nonzero `Pid`).
 pub fn own_session() -> io::Result<i32> {
     // SAFETY: getsid(0) reads this process's session id and takes no pointers.
     cvt(unsafe { libc::getsid(0) })
@@ -664,15 +616,13 @@ pub fn own_session() -> io::Result<i32> {
 /// Makes this process the leader of a new session (`setsid`); `EPERM` when it leads its
 /// process group.
 pub fn new_session() -> io::Result<()> {
-    // SAFETY: setsid takes no arguments and touches only this process's session.
-    cvt(unsafe { libc::setsid() })?;
+    rustix::process::setsid()?;
     Ok(())
 }
 
 /// The effective uid.
 pub fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail and takes no arguments.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// Sends a plain signal.
