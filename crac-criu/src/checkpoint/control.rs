@@ -383,7 +383,7 @@ fn stopped(pid: i32, dir: Option<PathBuf>) -> Result<Answer, String> {
     // Its dump helper may still be sealing the image.
     crate::image::manifest::wait_sealed(&image, Duration::from_secs(120))
         .map_err(|e| e.to_string())?;
-    match image.stat(crate::image::manifest::MANIFEST_FILE) {
+    match image.stat(crate::image::MANIFEST_FILE) {
         Ok(Some(_)) => Ok(Answer::Stopped(d)),
         _ => Err(format!(
             "process {pid} exited during the checkpoint and {} holds no complete, sealed image",

@@ -145,14 +145,14 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
         shell_job: true,
         file_locks: false,
         log_level,
-        log_file: metadata::DUMP_LOG.to_owned(),
+        log_file: crate::image::DUMP_LOG.to_owned(),
         external,
         unprivileged: criu::unprivileged(),
         ..rpc::DumpOpts::default()
     };
     let timeout = criu::criu_timeout()?;
     let shown = dir.path().to_owned();
-    let dump_log = shown.join(metadata::DUMP_LOG);
+    let dump_log = shown.join(crate::image::DUMP_LOG);
     let t = Instant::now();
     let (resp, status) = dump(&criu, &dir, &opts, timeout, &dump_log)?;
     if !resp.success {

@@ -7,7 +7,7 @@
 //! sees it, runs [`run_if_helper`] instead of the program's `main`, and exits. So the helper
 //! needs nothing installed beside the program, and it can do what a bare `criu swrk` cannot:
 //!
-//! - hold the seal lock ([`manifest::SEAL_LOCK`]) from before the dump until the manifest is
+//! - hold the seal lock ([`SEAL_LOCK`](crate::image::SEAL_LOCK)) from before the dump until the manifest is
 //!   written, so a restorer that sees the process gone waits for the seal instead of finding an
 //!   unsealed image;
 //! - stop a CRIU that runs longer than [`TIMEOUT_ENV`](crate::criu::TIMEOUT_ENV) (default 300 s); the process is then
@@ -124,7 +124,7 @@ fn run(spec: &str) -> std::io::Result<()> {
     sys::set_cloexec(dir.fd(), true)?;
     sys::set_cloexec(&status, true)?;
     let mut status = std::fs::File::from(status);
-    let lock = dir.open_rw(manifest::SEAL_LOCK)?;
+    let lock = dir.open_rw(crate::image::SEAL_LOCK)?;
     sys::flock(&lock, libc::LOCK_EX)?;
     let criu = std::env::var_os(criu::CRIU_ENV).ok_or_else(bad)?;
     let mut child = Command::new(&criu)

@@ -13,13 +13,10 @@ use std::fmt::Write as _;
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
+use super::{MANIFEST_FILE, SEAL_LOCK};
 use crate::error::{Error, ErrorKind};
 use crate::image::dir::{self, Access, Dir, Untrusted};
 
-/// The manifest's name in the image directory.
-pub const MANIFEST_FILE: &str = "crac-manifest.txt";
-/// The lock the dump helper holds while it seals the image.
-pub const SEAL_LOCK: &str = ".crac-seal.lock";
 const FORMAT: &str = "crac-manifest 1 xxh3-128";
 /// A manifest larger than this is not one (an image has tens of files).
 const MAX_MANIFEST: u64 = 1 << 20;
@@ -230,12 +227,12 @@ pub fn verify_scoped(dir: &Dir, uid: u32, scope: Scope) -> Result<(Covered, Vec<
     };
     let names = dir.entries().map_err(|e| io("the entries", e))?;
     let has = |f: &str| names.iter().any(|n| n == f);
-    if !has(MANIFEST_FILE) && !has(crate::image::metadata::METADATA_FILE) {
+    if !has(MANIFEST_FILE) && !has(super::METADATA_FILE) {
         return Err(Error::new(
             ErrorKind::Config,
             format!(
                 "{shown} is not a crac image: it has neither {} nor {MANIFEST_FILE}",
-                crate::image::metadata::METADATA_FILE
+                super::METADATA_FILE
             ),
         ));
     }
@@ -350,7 +347,7 @@ mod tests {
             .unwrap();
         d.write_atomic("inventory.img", b"inv", 0o600).unwrap();
         d.write_atomic("dump.log", b"log", 0o600).unwrap();
-        d.write_atomic(crate::image::metadata::METADATA_FILE, b"meta", 0o600)
+        d.write_atomic(crate::image::METADATA_FILE, b"meta", 0o600)
             .unwrap();
         (p, d)
     }

@@ -6,14 +6,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::{MANIFEST_FILE, METADATA_FILE};
 use crate::error::{Error, ErrorKind};
 use crate::image::dir::{Access, Dir, Untrusted, check_owner_mode};
-use crate::image::manifest::MANIFEST_FILE;
 
-/// Name of the metadata file inside the image directory.
-pub const METADATA_FILE: &str = "crac-image.txt";
-/// Name of CRIU's dump log inside the image directory.
-pub const DUMP_LOG: &str = "dump.log";
 /// The first line of every metadata file.
 const FORMAT: &str = "crac-criu-image 1";
 

@@ -11,3 +11,12 @@ pub(crate) mod manifest;
 pub(crate) mod metadata;
 pub(crate) mod payload;
 pub(crate) mod trust;
+
+/// Our metadata of the image (`metadata.rs`).
+pub(crate) const METADATA_FILE: &str = "crac-image.txt";
+/// CRIU's log of the dump.
+pub(crate) const DUMP_LOG: &str = "dump.log";
+/// The manifest that seals the image (`manifest.rs`).
+pub(crate) const MANIFEST_FILE: &str = "crac-manifest.txt";
+/// The lock the dump helper holds while it seals the image.
+pub(crate) const SEAL_LOCK: &str = ".crac-seal.lock";

@@ -54,7 +54,7 @@ pub fn verified_image_scoped(
                 "{} holds no complete image (no inventory.img): the checkpoint did not finish; \
                  see {}",
                 dir.path().display(),
-                dir.path().join(super::metadata::DUMP_LOG).display()
+                dir.path().join(super::DUMP_LOG).display()
             ),
         ));
     }
