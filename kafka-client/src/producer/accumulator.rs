@@ -20,9 +20,9 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::delivery::{BatchCallbacks, BatchOutcome, BatchResult, DeliveryFuture};
 use super::error::ProduceError;
-use super::idempotence::ProducerIdAndEpoch;
 use super::metrics::Counters;
 use super::partitioner::{StickyPartition, partition_for_key};
+use super::producer_id::ProducerIdAndEpoch;
 use super::record::{ProducerRecord, RecordMetadata};
 use crate::protocol::ErrorCode;
 use crate::protocol::record::{BATCH_HEADER_SIZE, BatchWriter, Compression, RecordSize};

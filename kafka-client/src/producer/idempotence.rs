@@ -18,14 +18,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::accumulator::ProducerBatch;
+pub(crate) use super::producer_id::ProducerIdAndEpoch;
 use crate::protocol::ErrorCode;
-
-/// A producer id with its epoch: what a batch is sealed with, next to its sequence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ProducerIdAndEpoch {
-    pub id: i64,
-    pub epoch: i16,
-}
 
 /// Where the producer id stands.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,9 @@ mod error;
 mod idempotence;
 mod metrics;
 pub mod partitioner;
+mod producer_id;
 mod record;
+mod request;
 mod sender;
 pub mod transaction;
 

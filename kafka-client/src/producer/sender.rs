@@ -19,9 +19,10 @@ use super::idempotence::{
     Idempotence, ProducerIdAndEpoch, ProducerIdState, Restart, SequenceVerdict,
 };
 use super::metrics::Counters;
+use super::request::RequestContext;
 use super::transaction::TransactionManager;
-use super::transaction::io::{Effects, TxnCall, TxnIo};
-use crate::network::{Completion, Event, MetadataContext, Net, NetworkClient, NetworkError};
+use super::transaction::io::{Effects, TxnIo};
+use crate::network::{Completion, Event, Net, NetworkClient, NetworkError};
 use crate::protocol::messages::{
     InitProducerIdRequest, MetadataRequest, ProduceRequest, ProduceResponse,
     produce::{PartitionProduceData, TopicProduceData},
@@ -44,22 +45,6 @@ pub(crate) enum Command {
     },
     /// Deliver what was accepted within the deadline, fail the rest, stop.
     Close { deadline: Option<Instant> },
-}
-
-/// What an in-flight request was.
-#[derive(Debug)]
-pub(crate) enum RequestContext {
-    Produce(Vec<ProducerBatch>),
-    Metadata,
-    InitProducerId,
-    /// A request of the transaction (to a coordinator).
-    Txn(TxnCall),
-}
-
-impl MetadataContext for RequestContext {
-    fn metadata() -> Self {
-        Self::Metadata
-    }
 }
 
 #[derive(Debug)]

@@ -1,18 +1,15 @@
-//! What the coordinator talks to for group membership: one [`GroupMembership`] per group
-//! protocol (`group.protocol`), [`ClassicMembership`] (`classic_protocol`) or
-//! [`Kip848Membership`] (`kip848_protocol`), held as a [`Member`]; and what a membership may
-//! use of the coordinator for one call ([`Cx`], [`GroupLink`]).
+//! What the coordinator talks to for group membership: the [`GroupMembership`] interface each
+//! group protocol implements (`classic_protocol`, `kip848_protocol`; held as a `Member`,
+//! `member.rs`), and what a membership may use of the coordinator for one call ([`Cx`],
+//! [`GroupLink`]).
 
-use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::super::config::{ConsumerConfig, GroupProtocol};
+use super::super::config::ConsumerConfig;
 use super::super::error::ConsumerError;
 use super::super::net::{Net, RequestContext};
 use super::super::shared::{Membership, Shared};
-use super::classic_protocol::ClassicMembership;
-use super::kip848_protocol::Kip848Membership;
 use crate::protocol::ErrorCode;
 
 /// What the coordinator keeps of its link to the group that a membership reads or changes.
@@ -186,63 +183,4 @@ pub(super) trait GroupMembership: std::fmt::Debug {
 
     /// Shifts deadlines by `by` (a restore whose monotonic clock jumped).
     fn rebase(&mut self, by: Duration);
-}
-
-/// The membership of the configured `group.protocol`.
-#[derive(Debug)]
-pub(super) enum Member {
-    Classic(ClassicMembership),
-    Kip848(Kip848Membership),
-}
-
-impl Member {
-    pub fn new(config: &ConsumerConfig) -> Self {
-        match config.group_protocol {
-            GroupProtocol::Classic => Self::Classic(ClassicMembership::new(config)),
-            GroupProtocol::Consumer => Self::Kip848(Kip848Membership::new()),
-        }
-    }
-
-    /// The membership of a restored process: a new member (with a new member id), of the
-    /// same protocol.
-    pub fn renewed(&self) -> Self {
-        match self {
-            Self::Classic(m) => Self::Classic(m.renewed()),
-            Self::Kip848(_) => Self::Kip848(Kip848Membership::new()),
-        }
-    }
-
-    pub fn classic(&mut self) -> Option<&mut ClassicMembership> {
-        match self {
-            Self::Classic(m) => Some(m),
-            Self::Kip848(_) => None,
-        }
-    }
-
-    pub fn kip848(&mut self) -> Option<&mut Kip848Membership> {
-        match self {
-            Self::Kip848(m) => Some(m),
-            Self::Classic(_) => None,
-        }
-    }
-}
-
-impl Deref for Member {
-    type Target = dyn GroupMembership;
-
-    fn deref(&self) -> &Self::Target {
-        match self {
-            Self::Classic(m) => m,
-            Self::Kip848(m) => m,
-        }
-    }
-}
-
-impl DerefMut for Member {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        match self {
-            Self::Classic(m) => m,
-            Self::Kip848(m) => m,
-        }
-    }
 }

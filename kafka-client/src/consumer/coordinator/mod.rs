@@ -14,6 +14,7 @@
 mod classic_protocol;
 mod commits;
 mod kip848_protocol;
+mod member;
 mod member_state;
 mod membership;
 mod offsets;
@@ -23,7 +24,8 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use self::membership::{Cx, GroupLink, Member};
+use self::member::Member;
+use self::membership::{Cx, GroupLink};
 use super::assignor::RebalanceProtocol;
 use super::config::{AutoOffsetReset, ConsumerConfig};
 use super::error::ConsumerError;

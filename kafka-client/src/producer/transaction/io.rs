@@ -14,8 +14,8 @@ use super::{Locked, OpKind, SendOffsets, TransactionError, TransactionManager, T
 use crate::network::{Net, NetworkError};
 use crate::producer::accumulator::RecordAccumulator;
 use crate::producer::error::ProduceError;
-use crate::producer::idempotence::ProducerIdAndEpoch;
-use crate::producer::sender::RequestContext;
+use crate::producer::producer_id::ProducerIdAndEpoch;
+use crate::producer::request::{Partition, RequestContext, TxnCall};
 use crate::protocol::messages::InitProducerIdRequest;
 use crate::protocol::messages::add_offsets_to_txn::AddOffsetsToTxnRequest;
 use crate::protocol::messages::add_partitions_to_txn::{
@@ -29,25 +29,6 @@ use crate::protocol::messages::txn_offset_commit::{
     TxnOffsetCommitPartition, TxnOffsetCommitRequest, TxnOffsetCommitTopic,
 };
 use crate::protocol::{DecodeError, ErrorCode, Request};
-
-/// A partition of a transaction.
-pub(crate) type Partition = (Arc<str>, i32);
-
-/// What a transactional request in flight was.
-#[derive(Debug)]
-pub(crate) enum TxnCall {
-    /// For the transaction coordinator (`group: None`) or a group's.
-    FindCoordinator {
-        group: Option<String>,
-    },
-    InitProducerId,
-    AddPartitions(Vec<Partition>),
-    AddOffsets,
-    TxnOffsetCommit,
-    EndTxn {
-        commit: bool,
-    },
-}
 
 /// What the sender does after a turn.
 #[derive(Debug, Default)]
