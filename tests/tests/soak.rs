@@ -333,7 +333,7 @@ fn checkpoint_cycles(k: &Cluster, svc: &mut Proc, dir: &TempDir, n: usize, keep:
         if cycle % 50 == 0 && cycle < n {
             k.stop_broker(1);
             k.start_broker(1);
-            acked = wait_working(svc);
+            wait_working(svc);
         }
     }
     Cycles {

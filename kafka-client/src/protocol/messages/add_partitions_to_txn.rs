@@ -140,6 +140,7 @@ impl AddPartitionsToTxnResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
 
     fn sample() -> AddPartitionsToTxnResponse {
@@ -195,14 +196,7 @@ mod tests {
                     ("other", 1, ErrorCode::TopicAuthorizationFailed),
                 ]
             );
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    AddPartitionsToTxnResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| AddPartitionsToTxnResponse::decode(r, v));
         }
     }
 

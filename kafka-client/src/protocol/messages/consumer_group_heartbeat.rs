@@ -214,6 +214,7 @@ impl ConsumerGroupHeartbeatResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails_to_decode;
     use proptest::prelude::*;
 
     fn request() -> ConsumerGroupHeartbeatRequest {
@@ -281,12 +282,7 @@ mod tests {
                     resp
                 );
                 r.expect_end().unwrap();
-                for cut in 0..buf.len() {
-                    assert!(
-                        ConsumerGroupHeartbeatResponse::decode(&mut Reader::new(&buf[..cut]), v)
-                            .is_err()
-                    );
-                }
+                every_cut_fails_to_decode(&buf, |r| ConsumerGroupHeartbeatResponse::decode(r, v));
             }
         }
     }

@@ -7,7 +7,7 @@
 //! client runs transactions v1, where the epoch stays.
 
 use crate::protocol::primitives::{ReadType, Reader, WriteExt, WriteType};
-use crate::protocol::{ApiKey, DecodeError, ErrorCode, Request, Response};
+use crate::protocol::{ApiKey, DecodeError, Request};
 
 /// The request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,42 +55,13 @@ impl EndTxnRequest {
     }
 }
 
-/// The response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EndTxnResponse {
-    /// Throttle time.
-    pub throttle_time_ms: i32,
-    /// Error.
-    pub error_code: ErrorCode,
-}
-
-impl Response for EndTxnResponse {
-    fn throttle_time_ms(&self) -> i32 {
-        self.throttle_time_ms
-    }
-
-    fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
-        let resp = Self {
-            throttle_time_ms: i32::read(r)?,
-            error_code: ErrorCode::from_i16(i16::read(r)?),
-        };
-        r.skip_tagged_fields(EndTxnRequest::is_flexible(version))?;
-        Ok(resp)
-    }
-}
-
-impl EndTxnResponse {
-    /// Appends the body (tests that play the broker).
-    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        self.throttle_time_ms.write(out);
-        self.error_code.code().write(out);
-        out.put_empty_tagged_fields(EndTxnRequest::is_flexible(version));
-    }
-}
+super::common::error_only_response!(EndTxnResponse, EndTxnRequest);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails_to_decode;
+    use crate::protocol::{ErrorCode, Response};
     use proptest::prelude::*;
 
     #[test]
@@ -118,9 +89,7 @@ mod tests {
             let mut r = Reader::new(&buf);
             assert_eq!(EndTxnResponse::decode(&mut r, v).unwrap(), resp);
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                assert!(EndTxnResponse::decode(&mut Reader::new(&buf[..cut]), v).is_err());
-            }
+            every_cut_fails_to_decode(&buf, |r| EndTxnResponse::decode(r, v));
         }
     }
 

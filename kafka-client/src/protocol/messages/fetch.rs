@@ -620,6 +620,7 @@ impl FetchResponse {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use crate::protocol::primitives::UnsignedVarint;
     use proptest::prelude::*;
 
@@ -743,14 +744,7 @@ pub(crate) mod tests {
             let mut r = Reader::new(&buf);
             assert_eq!(FetchResponse::decode(&mut r, v).unwrap(), resp, "v{v}");
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    FetchResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| FetchResponse::decode(r, v));
         }
     }
 

@@ -145,6 +145,7 @@ impl FindCoordinatorResponse {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
 
     pub(crate) fn sample() -> FindCoordinatorResponse {
@@ -195,14 +196,7 @@ pub(crate) mod tests {
                 sample()
             );
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    FindCoordinatorResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| FindCoordinatorResponse::decode(r, v));
         }
     }
 

@@ -4,7 +4,7 @@
 //! Versions 3-4: 3 brings `group.instance.id`; 4 is flexible.
 
 use crate::protocol::primitives::{ReadType, Reader, WriteExt, WriteType};
-use crate::protocol::{ApiKey, DecodeError, ErrorCode, Request, Response};
+use crate::protocol::{ApiKey, DecodeError, Request};
 
 /// The request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,42 +52,13 @@ impl HeartbeatRequest {
     }
 }
 
-/// The response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeartbeatResponse {
-    /// Throttle time.
-    pub throttle_time_ms: i32,
-    /// Error.
-    pub error_code: ErrorCode,
-}
-
-impl Response for HeartbeatResponse {
-    fn throttle_time_ms(&self) -> i32 {
-        self.throttle_time_ms
-    }
-
-    fn decode(r: &mut Reader<'_>, version: i16) -> Result<Self, DecodeError> {
-        let resp = Self {
-            throttle_time_ms: i32::read(r)?,
-            error_code: ErrorCode::from_i16(i16::read(r)?),
-        };
-        r.skip_tagged_fields(HeartbeatRequest::is_flexible(version))?;
-        Ok(resp)
-    }
-}
-
-impl HeartbeatResponse {
-    /// Appends the body (tests that play the broker).
-    pub fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        self.throttle_time_ms.write(out);
-        self.error_code.code().write(out);
-        out.put_empty_tagged_fields(HeartbeatRequest::is_flexible(version));
-    }
-}
+super::common::error_only_response!(HeartbeatResponse, HeartbeatRequest);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails_to_decode;
+    use crate::protocol::{ErrorCode, Response};
     use proptest::prelude::*;
 
     #[test]
@@ -115,9 +86,7 @@ mod tests {
             let mut r = Reader::new(&buf);
             assert_eq!(HeartbeatResponse::decode(&mut r, v).unwrap(), resp);
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                assert!(HeartbeatResponse::decode(&mut Reader::new(&buf[..cut]), v).is_err());
-            }
+            every_cut_fails_to_decode(&buf, |r| HeartbeatResponse::decode(r, v));
         }
     }
 

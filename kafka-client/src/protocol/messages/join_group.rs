@@ -234,6 +234,7 @@ impl Response for JoinGroupResponse {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
 
     pub(crate) fn sample(version: i16) -> JoinGroupResponse {
@@ -301,14 +302,7 @@ pub(crate) mod tests {
             assert_eq!(got, sample(v), "v{v}");
             assert!(got.is_leader());
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    JoinGroupResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| JoinGroupResponse::decode(r, v));
         }
     }
 

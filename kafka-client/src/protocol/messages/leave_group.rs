@@ -153,6 +153,7 @@ impl LeaveGroupResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
 
     fn sample() -> LeaveGroupResponse {
@@ -205,14 +206,7 @@ mod tests {
                 "v{v}"
             );
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    LeaveGroupResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| LeaveGroupResponse::decode(r, v));
         }
     }
 

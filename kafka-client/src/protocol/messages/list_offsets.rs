@@ -210,6 +210,7 @@ impl ListOffsetsResponse {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
 
     pub(crate) fn sample(version: i16) -> ListOffsetsResponse {
@@ -279,14 +280,7 @@ pub(crate) mod tests {
                 "v{v}"
             );
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    ListOffsetsResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| ListOffsetsResponse::decode(r, v));
         }
     }
 

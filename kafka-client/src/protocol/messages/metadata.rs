@@ -288,6 +288,7 @@ impl MetadataResponse {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
 
     pub(crate) fn sample(version: i16) -> MetadataResponse {
         MetadataResponse {
@@ -357,14 +358,7 @@ pub(crate) mod tests {
             let mut r = Reader::new(&buf);
             assert_eq!(MetadataResponse::decode(&mut r, v).unwrap(), resp, "v{v}");
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    MetadataResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| MetadataResponse::decode(r, v));
         }
     }
 }

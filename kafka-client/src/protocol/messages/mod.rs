@@ -4,6 +4,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod api_versions;
+mod common;
 pub mod consumer_group_heartbeat;
 pub mod consumer_protocol;
 pub mod end_txn;
@@ -22,6 +23,8 @@ pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod topic_errors;
 pub mod txn_offset_commit;
 

@@ -189,6 +189,7 @@ impl OffsetCommitResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
 
     fn sample() -> OffsetCommitResponse {
@@ -256,14 +257,7 @@ mod tests {
                 "v{v}"
             );
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    OffsetCommitResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| OffsetCommitResponse::decode(r, v));
         }
     }
 

@@ -253,6 +253,7 @@ impl OffsetFetchResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
 
     fn sample() -> OffsetFetchResponse {
@@ -316,14 +317,7 @@ mod tests {
                 "v{v}"
             );
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    OffsetFetchResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| OffsetFetchResponse::decode(r, v));
         }
     }
 

@@ -181,6 +181,7 @@ impl OffsetForLeaderEpochResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
 
     fn sample() -> OffsetForLeaderEpochResponse {
@@ -238,14 +239,7 @@ mod tests {
                 sample()
             );
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    OffsetForLeaderEpochResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| OffsetForLeaderEpochResponse::decode(r, v));
         }
     }
 

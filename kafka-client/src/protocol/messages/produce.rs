@@ -268,6 +268,7 @@ impl ProduceResponse {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
 
     pub(crate) fn sample(version: i16) -> ProduceResponse {
         ProduceResponse {
@@ -340,14 +341,7 @@ pub(crate) mod tests {
             let mut r = Reader::new(&buf);
             assert_eq!(ProduceResponse::decode(&mut r, v).unwrap(), resp, "v{v}");
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    ProduceResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| ProduceResponse::decode(r, v));
         }
     }
 }

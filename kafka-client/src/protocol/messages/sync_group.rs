@@ -159,6 +159,7 @@ impl SyncGroupResponse {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
 
     pub(crate) fn sample(version: i16) -> SyncGroupResponse {
@@ -212,14 +213,7 @@ pub(crate) mod tests {
                 "v{v}"
             );
             r.expect_end().unwrap();
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    SyncGroupResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| SyncGroupResponse::decode(r, v));
         }
     }
 

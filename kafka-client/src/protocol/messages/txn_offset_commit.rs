@@ -173,6 +173,7 @@ impl TxnOffsetCommitResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
 
     fn sample() -> TxnOffsetCommitResponse {
@@ -231,14 +232,7 @@ mod tests {
                     ("in", 1, ErrorCode::UnknownMemberId)
                 ]
             );
-            for cut in 0..buf.len() {
-                let mut r = Reader::new(&buf[..cut]);
-                assert!(
-                    TxnOffsetCommitResponse::decode(&mut r, v)
-                        .and_then(|_| r.expect_end())
-                        .is_err()
-                );
-            }
+            every_cut_fails(&buf, |r| TxnOffsetCommitResponse::decode(r, v));
         }
     }
 
