@@ -871,16 +871,26 @@ impl Sender {
             code,
             ErrorCode::OutOfOrderSequenceNumber | ErrorCode::UnknownProducerId
         );
-        if sequence_error && idempotent {
-            // Retried (whether the epoch moves on first is the bookkeeping's call), unless
-            // the broker's log has moved past the batch's sequence.
-            let verdict = self.idem.on_sequence_error(&b, code);
-            if let SequenceVerdict::Unwritable { acked_next } = verdict {
-                return self.fail_unwritable(b, code, acked_next);
+        // Retried (whether the epoch moves on first is the bookkeeping's call), unless the
+        // broker's log has moved past the batch's sequence: then it can never be written in
+        // order, and it fails now rather than at `delivery.timeout.ms`.
+        let unwritable = if sequence_error && idempotent {
+            match self.idem.on_sequence_error(&b, code) {
+                SequenceVerdict::Unwritable { acked_next } => Some(format!(
+                    "sequence {} is behind sequence {acked_next}, which the broker already \
+                     wrote: this batch can no longer be written in order and was not written",
+                    b.sequence.unwrap_or(-1)
+                )),
+                SequenceVerdict::Retry => None,
             }
-        }
-        let retriable =
-            code.is_retriable() || code.invalidates_metadata() || (sequence_error && idempotent);
+        } else {
+            None
+        };
+        let message = unwritable.as_deref().or(message);
+        let retriable = unwritable.is_none()
+            && (code.is_retriable()
+                || code.invalidates_metadata()
+                || (sequence_error && idempotent));
         let expired = now >= b.created + self.config.delivery_timeout;
         if code.invalidates_metadata() || code == ErrorCode::NetworkException {
             self.net.metadata.request_update();
@@ -919,26 +929,6 @@ impl Sender {
                 code,
                 message: message.map(Arc::from),
             }
-        };
-        tracing::warn!(topic = %b.topic, partition = b.partition, error = %e, "batch failed");
-        self.fail(b, e);
-    }
-
-    /// A batch the broker refused as out of order after it acknowledged later sequences of
-    /// the same partition: it can never be written in order, so it fails now rather than at
-    /// `delivery.timeout.ms`.
-    fn fail_unwritable(&mut self, b: ProducerBatch, code: ErrorCode, acked_next: i32) {
-        self.idem.left_unacked(&b);
-        let message = format!(
-            "sequence {} is behind sequence {acked_next}, which the broker already wrote: \
-             this batch can no longer be written in order and was not written",
-            b.sequence.unwrap_or(-1)
-        );
-        let e = ProduceError::Broker {
-            topic: b.topic.clone(),
-            partition: b.partition,
-            code,
-            message: Some(Arc::from(message)),
         };
         tracing::warn!(topic = %b.topic, partition = b.partition, error = %e, "batch failed");
         self.fail(b, e);
