@@ -101,18 +101,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn thread_ids() -> Vec<i32> {
-    let mut v: Vec<i32> = fs::read_dir("/proc/self/task")
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort_unstable();
-    v
-}
-
 fn pipe_key(fd: &impl AsRawFd) -> String {
     fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
         .map(|p| p.to_string_lossy().into_owned())
@@ -263,7 +251,7 @@ fn write_metadata(
         build_id: crate::image::build_id::own_build_id().to_owned(),
         exe: fs::read_link("/proc/self/exe").unwrap_or_default(),
         pid: std::process::id() as i32,
-        tids: thread_ids(),
+        tids: fdcheck::numbered_entries("/proc/self/task"),
         generation: crac_api::Core::management().generation(),
         checkpoint_time: Some(SystemTime::now()),
         leave_running,

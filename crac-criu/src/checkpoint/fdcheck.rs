@@ -235,6 +235,20 @@ fn unix_peer(fd: i32, ino: u64, u: &UnixEntry, me: i32, scan: &mut Scan) {
     }
 }
 
+/// The numeric names in a `/proc` directory (`/proc/self/fd`, `/proc/self/task`), sorted; none
+/// if it cannot be read.
+pub(super) fn numbered_entries(dir: &str) -> Vec<i32> {
+    let mut v: Vec<i32> = fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
 /// Scans `/proc/self/fd` (with `/proc/net/*` and `/proc/locks`).
 pub fn scan() -> Scan {
     let me = std::process::id() as i32;
@@ -246,15 +260,7 @@ pub fn scan() -> Scan {
     let mounts = own_mount_ids();
     let mut scan = Scan::default();
 
-    let mut fds: Vec<i32> = fs::read_dir("/proc/self/fd")
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    fds.sort_unstable();
-    for fd in fds {
+    for fd in numbered_entries("/proc/self/fd") {
         let Ok(target) = fs::read_link(format!("/proc/self/fd/{fd}")) else {
             continue; // the read_dir fd itself, already closed
         };
