@@ -5,7 +5,7 @@
 //! `SA_SIGINFO` and `sigqueue`-style signals through a pidfd (rustix's `Signal` has no
 //! real-time signals and `pidfd_send_signal` no siginfo), `UFFDIO_WAKE`, raw wait statuses
 //! (`exit_code` decodes them as shells do), `SO_PEERCRED` and `fcntl` on descriptors found by
-//! number in `/proc/self/fd`, and `getsid`, whose 0 (a session leader outside the PID
+//! number in `/proc/self/fd`, file leases (`F_SETLEASE`, which rustix lacks), and `getsid`, whose 0 (a session leader outside the PID
 //! namespace) rustix's nonzero `Pid` cannot carry. Everything else in the crate is safe code.
 
 use std::ffi::CString;
@@ -387,6 +387,13 @@ pub fn unlinkat(dir: &impl AsFd, name: &str) -> io::Result<()> {
     )?)
 }
 
+/// `readlinkat(dir, name)`: where the symbolic link `name` points.
+pub fn readlinkat(dir: &impl AsFd, name: &str) -> io::Result<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
+    Ok(std::ffi::OsString::from_vec(target.into_bytes()))
+}
+
 /// `renameat(dir, from, dir, to)`: both names in the same directory.
 pub fn renameat(dir: &impl AsFd, from: &str, to: &str) -> io::Result<()> {
     Ok(rustix::fs::renameat(dir, from, dir, to)?)
@@ -513,6 +520,30 @@ pub fn set_thread_nice(nice: i32) -> io::Result<()> {
 /// (a zombie not yet reaped has ended too, though it still takes signals).
 pub fn pidfd_alive(pidfd: &impl AsFd) -> bool {
     matches!(poll_readable(pidfd, 0), Ok(false))
+}
+
+/// Linux's `F_SETSIG` (`<fcntl.h>`; the libc crate does not export it).
+const F_SETSIG: libc::c_int = 10;
+
+/// Whether nobody holds `file` open for writing (or mapped shared and writable), in any
+/// process: a read lease (`F_SETLEASE F_RDLCK`) is granted only then, and given back at once.
+/// `Ok(false)`: someone does. Needs the file's owner or `CAP_LEASE`; a file system without
+/// leases gives `EINVAL`.
+pub fn no_writer(file: &impl AsFd) -> io::Result<bool> {
+    let fd = file.as_fd().as_raw_fd();
+    // SAFETY: fcntl on a descriptor we borrow, with integer arguments only. F_SETSIG first:
+    // should someone open the file for writing while we hold the lease, the kernel signals
+    // the holder, and SIGIO (the default) would end this process; SIGURG is ignored.
+    cvt(unsafe { libc::fcntl(fd, F_SETSIG, libc::SIGURG) })?;
+    // SAFETY: as above.
+    match cvt(unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) }) {
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(false),
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) })?;
+    Ok(true)
 }
 
 /// `flock(fd, op)` (`LOCK_SH`, `LOCK_EX`, `LOCK_UN`, optionally `| LOCK_NB`); `Ok(false)` when

@@ -1,8 +1,10 @@
 //! What `crac restore` refuses to trust, each case triggered on purpose on real CRIU images of
 //! `src/bin/criu_app.rs`: an image directory others can write or another user owns, an image
 //! file changed after the dump, an executable that is not the one the image was taken from, a
-//! symlink raced in while the image directory is created, and a restore that CRIU itself
-//! refuses (its `Error` lines in the message). Every refusal restores nothing.
+//! symlink raced in while the image directory is created, a FIFO planted as an image file, a
+//! page file someone holds open for writing (a descriptor opened while it was writable, which
+//! a `chmod` does not close), and a restore that CRIU itself refuses (its `Error` lines in the
+//! message). Every refusal restores nothing.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -106,7 +108,7 @@ fn an_image_others_can_write_or_another_user_owns_is_refused() {
     let pid = image(APP, &img, &[]);
 
     chmod(&img, 0o777);
-    refused(&img, pid, &["has mode 0777", "chmod -R go-w"]);
+    refused(&img, pid, &["has mode 0777", "cp -r"]);
     chmod(&img, 0o700);
 
     let pages = pages_file(&img);
@@ -126,6 +128,71 @@ fn an_image_others_can_write_or_another_user_owns_is_refused() {
 
     // Put back as it was, the same image restores: the refusals were for those reasons alone.
     restores(&img);
+}
+
+/// A FIFO in place of a page file: refused at once (a plain open would wait for a writer
+/// forever). A page file a process holds open for writing, opened while others could write it
+/// and kept across the `chmod` that made the image look private: refused, naming the file;
+/// the copy the refusal advises restores, whatever the old descriptor writes.
+#[test]
+fn a_fifo_in_an_image_or_a_page_file_held_open_for_writing_is_refused() {
+    let dir = TempDir::new("trust-fifo");
+    let img = dir.join("image");
+    let pid = image(APP, &img, &[]);
+    let pages = pages_file(&img);
+    let name = pages.file_name().unwrap().to_string_lossy().into_owned();
+    let aside = dir.join("pages-aside");
+    fs::rename(&pages, &aside).unwrap();
+    let st = Command::new("mkfifo").arg(&pages).status().unwrap();
+    assert!(st.success());
+    let t = std::time::Instant::now();
+    refused(
+        &img,
+        pid,
+        &[
+            &format!("cannot read {name} in"),
+            "it is a FIFO, not a regular file",
+        ],
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    fs::remove_file(&pages).unwrap();
+    fs::rename(&aside, &pages).unwrap();
+
+    // The attack: the page file is writable by others for a while; someone opens it then.
+    chmod(&pages, 0o666);
+    let go = dir.join("go");
+    let mut writer = Proc::spawn(
+        "writer",
+        Command::new("sh").args([
+            "-c",
+            "exec 3<>\"$0\"; echo open; while [ ! -e \"$1\" ]; do sleep 0.01; done; \
+             printf X >&3; echo wrote; exec sleep 60",
+            pages.to_str().unwrap(),
+            go.to_str().unwrap(),
+        ]),
+    );
+    writer.expect("open", T);
+    chmod(&pages, 0o600);
+    refused(
+        &img,
+        pid,
+        &[&format!("{name} is open for writing"), "cp -r"],
+    );
+    // The advice: a copy only this user can write, made while the image is still as dumped.
+    let copy = dir.join("copy");
+    let st = Command::new("sh")
+        .args(["-c", "umask 077 && cp -r \"$0\" \"$1\""])
+        .args([&img, &copy])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    fs::write(&go, b"").unwrap();
+    writer.expect("wrote", T);
+    restores(&copy);
+    // The old file did change, through the descriptor the chmod left open.
+    refused(&img, pid, &[&format!("{name} is open for writing")]);
+    drop(writer);
+    refused(&img, pid, &[&format!("{name} does not match the manifest")]);
 }
 
 #[test]

@@ -13,13 +13,11 @@ const MAX_UNNOTED_EXE: u64 = 1 << 30;
 /// digest of the file (at most 1 GiB). Anything but a regular file is refused, so a path that
 /// names a device or a FIFO is never read.
 pub fn build_id(path: &Path) -> std::io::Result<String> {
-    let f = fs::File::open(path)?;
+    // O_NONBLOCK: a FIFO at that path must not block the open (its type is checked next).
+    let f = fs::File::from(crate::sys::open(path, libc::O_RDONLY | libc::O_NONBLOCK)?);
     let m = f.metadata()?;
     if !m.is_file() {
-        return Err(std::io::Error::other(format!(
-            "it is {}, not a regular file",
-            super::dir::kind_of(&m)
-        )));
+        return Err(super::dir::not_regular(&m));
     }
     if let Some(id) = elf_build_id(&f) {
         return Ok(id);

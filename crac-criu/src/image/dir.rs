@@ -102,6 +102,19 @@ fn split(path: &Path) -> io::Result<(&Path, &str)> {
     }
 }
 
+/// Pushes the components of `p` onto `todo`, last first (so they pop in order); `/` restarts
+/// from the root.
+fn push_components(todo: &mut Vec<std::ffi::OsString>, p: &Path) {
+    for c in p.components().rev() {
+        match c {
+            Component::RootDir => todo.push("/".into()),
+            Component::ParentDir => todo.push("..".into()),
+            Component::Normal(n) => todo.push(n.to_owned()),
+            Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+}
+
 const DIR_FLAGS: i32 = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
 
 /// Opens `path` as a directory (its last component must not be a symlink), creating it and
@@ -124,6 +137,14 @@ fn mkdir_open(parent: &OwnedFd, name: &str, mode: u32) -> io::Result<OwnedFd> {
         _ => {}
     }
     sys::openat(parent, name, DIR_FLAGS, 0)
+}
+
+/// The error for an entry that is not a regular file.
+pub fn not_regular(m: &fs::Metadata) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("it is {}, not a regular file", kind_of(m)),
+    )
 }
 
 /// Says "a symbolic link" instead of the kernel's `ELOOP`/`ENOTDIR` for an entry that is one.
@@ -166,6 +187,87 @@ impl Dir {
         let path = std::path::absolute(path)?;
         let fd = sys::open(&path, libc::O_RDONLY | libc::O_DIRECTORY)?;
         Ok(Dir { fd, path })
+    }
+
+    /// Opens an existing directory by walking `path` one component at a time from `/`, each
+    /// opened through its parent's descriptor without following it; a symbolic link on the
+    /// way is followed only when root or `uid` owns it (whoever owns a link chooses where it
+    /// points, so another user's link would let that user pick what is opened). At most 40
+    /// links, as the kernel allows.
+    pub fn open_trusted(path: &Path, uid: u32) -> io::Result<Dir> {
+        let shown = std::path::absolute(path)?;
+        let mut todo: Vec<std::ffi::OsString> = Vec::new();
+        push_components(&mut todo, &shown);
+        let mut cur = sys::open(Path::new("/"), DIR_FLAGS)?;
+        let mut links = 0;
+        while let Some(name) = todo.pop() {
+            let name = name
+                .to_str()
+                .ok_or_else(|| io::Error::other(format!("{name:?}: not UTF-8")))?
+                .to_owned();
+            if name == "/" {
+                cur = sys::open(Path::new("/"), DIR_FLAGS)?;
+                continue;
+            }
+            let probe = sys::openat(&cur, &name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+            let m = fs::File::from(probe).metadata()?;
+            if !m.file_type().is_symlink() {
+                cur = sys::openat(&cur, &name, DIR_FLAGS, 0)?;
+                continue;
+            }
+            if m.uid() != 0 && m.uid() != uid {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{name} on the way is a symbolic link of uid {} (only root's or your own \
+                         links are followed: another user's link picks what is opened)",
+                        m.uid()
+                    ),
+                ));
+            }
+            links += 1;
+            if links > 40 {
+                return Err(io::Error::from_raw_os_error(libc::ELOOP));
+            }
+            push_components(&mut todo, Path::new(&sys::readlinkat(&cur, &name)?));
+        }
+        Ok(Dir {
+            fd: cur,
+            path: shown,
+        })
+    }
+
+    /// Makes a new private (`0700`) directory `PREFIX` + random suffix in this one: `mkdirat`
+    /// fails if the name exists, so a directory someone else made first is never used, even
+    /// in a directory all can write (`/tmp` is sticky: nobody can swap ours once made).
+    pub fn make_temp(&self, prefix: &str) -> io::Result<Dir> {
+        use std::hash::{BuildHasher, Hasher};
+        for _ in 0..100 {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_nanos(),
+            );
+            let name = format!("{prefix}{:016x}", h.finish());
+            match sys::mkdirat(&self.fd, &name, 0o700) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+                Ok(()) => {}
+            }
+            let d = Dir {
+                fd: sys::openat(&self.fd, &name, DIR_FLAGS, 0)?,
+                path: self.path.join(&name),
+            };
+            check_owner_mode(&d.metadata()?, sys::euid(), Access::ReadWrite)
+                .map_err(|why| io::Error::other(format!("{}: {why:?}", d.path.display())))?;
+            return Ok(d);
+        }
+        Err(io::Error::other(format!(
+            "no free name {prefix}… in {} after 100 tries",
+            self.path.display()
+        )))
     }
 
     /// A directory this process holds a descriptor of (its path read back from /proc).
@@ -223,9 +325,20 @@ impl Dir {
         }
     }
 
-    /// Opens an entry for reading, refusing a symlink.
+    /// Opens a regular file entry for reading, refusing a symlink and, without blocking,
+    /// anything but a regular file: a FIFO someone planted would block a plain `open` until
+    /// a writer came, and a device could be anything. `O_NONBLOCK` means nothing for the
+    /// regular file it then is.
     pub fn open_file(&self, name: &str) -> io::Result<fs::File> {
-        sys::openat(&self.fd, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0).map(fs::File::from)
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+        let f = fs::File::from(
+            sys::openat(&self.fd, name, flags, 0).map_err(|e| explain(Some(&self.fd), name, e))?,
+        );
+        let m = f.metadata()?;
+        if !m.is_file() {
+            return Err(not_regular(&m));
+        }
+        Ok(f)
     }
 
     /// Opens (creating `0600`) an entry for reading and writing, refusing a symlink.
@@ -371,6 +484,69 @@ mod tests {
             "wrote into the link's target"
         );
         assert!(made > 0 && refused > 0, "made {made}, refused {refused}");
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_or_a_symlink_is_refused_at_once_never_opened_for_reading() {
+        let base = scratch("fifo");
+        let d = Dir::create_private(&base).unwrap();
+        let st = std::process::Command::new("mkfifo")
+            .arg(base.join("pages-1.img"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        std::os::unix::fs::symlink("/etc/passwd", base.join("link")).unwrap();
+        // A plain open would block here until a writer came.
+        let e = d.open_file("pages-1.img").unwrap_err();
+        assert!(e.to_string().contains("a FIFO, not a regular file"), "{e}");
+        let e = d.open_file("link").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        d.write_atomic("ok", b"x", 0o600).unwrap();
+        assert!(d.open_file("ok").is_ok());
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn only_root_s_or_one_s_own_links_are_followed_on_the_way() {
+        let base = scratch("walk");
+        fs::create_dir_all(base.join("real/img")).unwrap();
+        std::os::unix::fs::symlink("real", base.join("mine")).unwrap();
+        std::os::unix::fs::symlink(base.join("real/img"), base.join("abs")).unwrap();
+        let uid = crate::sys::euid();
+        let ino = fs::metadata(base.join("real/img")).unwrap().ino();
+        for p in ["mine/img", "abs", "real/../real/img", "mine/../mine/./img"] {
+            let d = Dir::open_trusted(&base.join(p), uid).unwrap();
+            assert_eq!(d.metadata().unwrap().ino(), ino, "{p}");
+        }
+        if uid != 0 {
+            return; // giving a link to another user takes root
+        }
+        // Owned by another user (what chown does to a link: lchown).
+        let other = uid + 4242;
+        std::os::unix::fs::lchown(base.join("mine"), Some(other), None).unwrap();
+        let e = Dir::open_trusted(&base.join("mine/img"), uid).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("symbolic link of uid {other}")),
+            "{e}"
+        );
+        // The link's owner itself may follow it.
+        assert!(Dir::open_trusted(&base.join("mine/img"), other).is_ok());
+        std::os::unix::fs::symlink("loop", base.join("loop")).unwrap();
+        assert!(Dir::open_trusted(&base.join("loop"), uid).is_err());
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_temporary_directory_is_always_a_new_one() {
+        let base = scratch("temp");
+        let parent = Dir::create_private(&base).unwrap();
+        let a = parent.make_temp("w-").unwrap();
+        let b = parent.make_temp("w-").unwrap();
+        assert_ne!(a.path(), b.path());
+        assert_eq!(a.metadata().unwrap().mode() & 0o777, 0o700);
+        assert_eq!(parent.entries().unwrap().len(), 2);
         fs::remove_dir_all(&base).unwrap();
     }
 

@@ -133,10 +133,41 @@ pub fn untrusted_message(what: &str, why: &Untrusted, uid: u32) -> String {
         ),
         Untrusted::Mode { mode } => format!(
             "{what} has mode {mode:04o}: group or others can write it, so anyone could have \
-             changed the image; run `chmod -R go-w DIR` if you trust its content, or take a \
-             new checkpoint"
+             changed the image, and could still change it through a descriptor opened \
+             meanwhile (a `chmod` does not close those); if you trust its content, restore a \
+             copy ({COPY_ADVICE}: new files no earlier descriptor reaches), or take a new \
+             checkpoint"
         ),
         Untrusted::Kind(kind) => format!("{what} is {kind}, not a regular file"),
+    }
+}
+
+/// How to make a copy of an image that only its user can write (`DIR` replaced by the caller).
+const COPY_ADVICE: &str = "`(umask 077 && cp -r DIR DIR.copy)`";
+
+/// Refuses a file that some process holds open for writing: what it writes after the digest
+/// is checked would be what CRIU restores. The mode check keeps others from opening it for
+/// writing from now on; this finds a descriptor opened before (while it was writable).
+fn check_no_writer(shown: &str, name: &str, f: &std::fs::File) -> Result<(), Error> {
+    match crate::sys::no_writer(f) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(refused(format!(
+            "{shown}/{name} is open for writing in some process: it could change after it is \
+             checked and before it is restored; end that process, or, if you trust the \
+             image's content, restore a copy ({}: new files no earlier descriptor reaches)",
+            COPY_ADVICE.replace("DIR", shown)
+        ))),
+        // File systems without leases (some network ones): the mode check is all there is.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            tracing::warn!(
+                file = name,
+                "this file system cannot tell whether an image file is open for writing"
+            );
+            Ok(())
+        }
+        Err(e) => Err(refused(format!(
+            "cannot tell whether {shown}/{name} is open for writing (F_SETLEASE: {e})"
+        ))),
     }
 }
 
@@ -249,6 +280,7 @@ pub fn verify_scoped(dir: &Dir, uid: u32, scope: Scope) -> Result<(Covered, Vec<
         MANIFEST_FILE,
         &mf.metadata().map_err(|e| io(MANIFEST_FILE, e))?,
     )?;
+    check_no_writer(&shown, MANIFEST_FILE, &mf)?;
     let mut text = String::new();
     mf.take(MAX_MANIFEST)
         .read_to_string(&mut text)
@@ -274,6 +306,7 @@ pub fn verify_scoped(dir: &Dir, uid: u32, scope: Scope) -> Result<(Covered, Vec<
         let f = dir.open_file(name).map_err(|e| io(name, e))?;
         let m = f.metadata().map_err(|e| io(name, e))?;
         file_rule(name, &m)?;
+        check_no_writer(&shown, name, &f)?;
         if scope == Scope::ExceptPages && is_page_file(name) {
             if m.len() != want.size {
                 let got = Digest {
@@ -425,7 +458,7 @@ mod tests {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = verify(&d, uid).unwrap_err().to_string();
         assert!(
-            e.contains("has mode 0777") && e.contains("chmod -R go-w"),
+            e.contains("has mode 0777") && e.contains("cp -r") && !e.contains("chmod -R"),
             "{e}"
         );
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -438,6 +471,26 @@ mod tests {
         assert!(e.contains("pages-1.img has mode 0666"), "{e}");
         let e = verify(&d, uid + 1).unwrap_err().to_string();
         assert!(e.contains(&format!("belongs to uid {uid}")), "{e}");
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn a_file_someone_holds_open_for_writing_is_refused() {
+        let (p, d) = image("writer");
+        seal(&d).unwrap();
+        let uid = crate::sys::euid();
+        // A descriptor opened while the file was writable survives any later chmod.
+        let w = std::fs::OpenOptions::new()
+            .write(true)
+            .open(p.join("pages-1.img"))
+            .unwrap();
+        let e = verify(&d, uid).unwrap_err().to_string();
+        assert!(
+            e.contains("pages-1.img is open for writing") && e.contains("cp -r"),
+            "{e}"
+        );
+        drop(w);
+        verify(&d, uid).unwrap();
         std::fs::remove_dir_all(&p).unwrap();
     }
 

@@ -1,5 +1,6 @@
 //! The trust check of an image, in one place: what `crac restore` verifies before CRIU reads
-//! a byte of it. The directory is opened through descriptors (no symlink followed); the seal
+//! a byte of it. The directory is opened through descriptors (a symlink on its path followed
+//! only if root or the restoring user owns it, nothing in it followed); the seal
 //! is complete; the directory and every file belong to this user and nobody else can write
 //! them; every file matches the manifest's digest (page files optionally while the process
 //! runs: [`Scope::ExceptPages`]); the image is complete; the CPU has every feature the image's
@@ -23,7 +24,7 @@ pub fn verified_image_scoped(
     scope: Scope,
     note: &mut dyn FnMut(&str),
 ) -> Result<(Dir, Vec<Deferred>), Error> {
-    let dir = Dir::open(path).map_err(|e| {
+    let dir = Dir::open_trusted(path, sys::euid()).map_err(|e| {
         Error::new(
             ErrorKind::Config,
             format!("image directory {}: {e}", path.display()),
