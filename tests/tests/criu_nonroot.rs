@@ -361,3 +361,99 @@ fn crac_check_says_a_criu_with_capabilities_others_can_execute_is_critical() {
         "{text}"
     );
 }
+
+/// A process of a user outside the group that catches the request signal but is no crac
+/// program: a shell that answers each request in its channel (`/run/crac/UID`) the way `how`
+/// says, as an attacker would.
+fn hostile_target(uid: u32, gid: u32, how: &str) -> (Proc, i32) {
+    let script = format!(
+        "trap 'true' {sig}; echo ready pid=$$; \
+         while :; do for f in /run/crac/{uid}/*.req; do [ -e \"$f\" ] || continue; \
+         base=\"${{f%.req}}\"; {how}; done; sleep 0.01; done",
+        sig = 34 + 6 // SIGRTMIN+6 (glibc's SIGRTMIN is 34)
+    );
+    let mut p = Proc::spawn(
+        "hostile target",
+        &mut as_user(uid, gid, &["/bin/sh", "-c", &script]),
+    );
+    let pid = must(&p.expect("ready ", T), "pid").parse().unwrap();
+    (p, pid)
+}
+
+/// Root's `crac checkpoint PID` of a hostile process: a FIFO planted as the answer fails the
+/// request within its timeout (an `open` of it would block forever); an answer with escape
+/// sequences reaches root's terminal escaped; an image directory the target reports that is
+/// not its user's is refused, never printed as the checkpoint's image.
+#[test]
+fn root_s_checkpoint_request_survives_a_hostile_target() {
+    let (uid, gid) = system_user(OUTSIDER);
+    let checkpoint = |pid: i32| {
+        let t = std::time::Instant::now();
+        let o = crac_command(CRAC, &["checkpoint", &pid.to_string(), "--timeout", "5"])
+            .output()
+            .unwrap();
+        let took = t.elapsed();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(took < Duration::from_secs(10), "took {took:?}: {text}");
+        (o.status.code(), o.stdout, text)
+    };
+
+    let (p, pid) = hostile_target(uid, gid, "[ -e \"$base.res\" ] || mkfifo \"$base.res\"");
+    let (code, _, text) = checkpoint(pid);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("a FIFO, not a regular file"), "{text}");
+    drop(p); // each target answers every request in the channel
+
+    let (p, pid) = hostile_target(
+        uid,
+        gid,
+        "printf 'ok\\n\\033]0;owned\\007\\033[2J\\n' > \"$base.res.tmp\"; \
+         mv \"$base.res.tmp\" \"$base.res\"; rm -f \"$f\"",
+    );
+    let (code, _, text) = checkpoint(pid);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+    assert!(text.contains("\\u{1b}]0;owned"), "{text}");
+    drop(p);
+
+    // Root's own directory, reported as the image of a process that then exits.
+    let root_dir = TempDirOf::new();
+    let (mut p, pid) = hostile_target(
+        uid,
+        gid,
+        &format!(
+            "printf 'dir={}\\n' > \"$base.ack.tmp\"; mv \"$base.ack.tmp\" \"$base.ack\"; exit 0",
+            root_dir.0.display()
+        ),
+    );
+    let (code, stdout, text) = checkpoint(pid);
+    p.wait(T);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("which belongs to uid 0: refused"), "{text}");
+    assert!(stdout.is_empty(), "nothing printed as an image: {text}");
+}
+
+/// A directory of root's (`0755`), removed on drop.
+struct TempDirOf(PathBuf);
+
+impl TempDirOf {
+    fn new() -> TempDirOf {
+        let p = PathBuf::from(format!("/tmp/crac-root-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).unwrap();
+        TempDirOf(p)
+    }
+}
+
+impl Drop for TempDirOf {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

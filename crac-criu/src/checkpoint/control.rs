@@ -24,6 +24,12 @@
 //!    the message. With stop-after-dump a successful checkpoint ends the process instead: the
 //!    requester sees it exit and finds the image, sealed.
 //!
+//! The requester trusts nothing the target writes: the channel is the target user's, so every
+//! answer file is opened without blocking (a FIFO planted there never hangs it) and taken only
+//! if it is a regular file of that user or root; the whole exchange is bounded by the
+//! request's timeout; control characters in anything printed are escaped; a reported image
+//! directory is taken only if it is absolute and the target user's.
+//!
 //! Set `CRAC_CHECKPOINT_SIGNAL=0` to not install the handler and thread.
 
 use std::ffi::OsString;
@@ -89,7 +95,7 @@ pub fn open_channel(uid: u32, xdg: Option<&std::ffi::OsStr>, create: bool) -> st
         .and_then(|n| n.to_str())
         .ok_or_else(|| other(format!("{}: not a channel path", path.display())))?;
     let parent = if xdg.is_some() {
-        let p = Dir::open(parent_path)?;
+        let p = Dir::open_trusted(parent_path, uid)?;
         // XDG_RUNTIME_DIR is the user's own, 0700 (the XDG base directory specification).
         check_private(&p, uid)?;
         p
@@ -339,55 +345,170 @@ pub fn request(pid: i32, req: &Request) -> Result<Answer, String> {
         cleanup();
         return Err(format!("cannot signal process {pid}: {e}"));
     }
-    let read = |n: &str| {
-        let mut t = String::new();
-        chan.open_file(n)
-            .ok()?
-            .take(1 << 20)
-            .read_to_string(&mut t)
-            .ok()?;
-        Some(t)
-    };
-    let started = Instant::now();
+    let deadline = Instant::now() + req.timeout;
+    let answer = wait_answer(pid, &pidfd, &chan, &names, target.uid, deadline);
+    cleanup();
+    answer
+}
+
+/// Waits until `deadline` for the answer of the process of `pidfd`: its `.res` file, or its
+/// end (stop mode). Every file is the target's to write, so each is opened without blocking
+/// and taken only if it is a regular file of the target's user (or root's).
+fn wait_answer(
+    pid: i32,
+    pidfd: &OwnedFd,
+    chan: &Dir,
+    names: &[String; 3],
+    uid: u32,
+    deadline: Instant,
+) -> Result<Answer, String> {
     loop {
-        if let Some(t) = read(&names[2]) {
-            cleanup();
+        if let Some(t) = read_answer(chan, &names[2], uid)? {
             let (status, rest) = t.split_once('\n').unwrap_or((&t, ""));
-            return Ok(Answer::Answered(status == "ok", rest.trim().to_owned()));
+            return Ok(Answer::Answered(status == "ok", printable(rest.trim())));
         }
-        if !sys::pidfd_alive(&pidfd) {
-            let dir = read(&names[1]).and_then(|t| {
+        if !sys::pidfd_alive(pidfd) {
+            let dir = read_answer(chan, &names[1], uid)?.and_then(|t| {
                 t.lines()
                     .find_map(|l| l.strip_prefix("dir=").map(PathBuf::from))
             });
-            cleanup();
-            return stopped(pid, dir);
+            return stopped(pid, dir, uid, deadline);
         }
-        if started.elapsed() > req.timeout {
-            cleanup();
-            return Err(format!(
-                "process {pid} did not answer within {:.0} s",
-                req.timeout.as_secs_f64()
-            ));
+        if Instant::now() >= deadline {
+            return Err(format!("process {pid} did not answer in time (--timeout)"));
         }
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
-/// The target is gone after taking the request: it checkpointed in stop mode, or died.
-fn stopped(pid: i32, dir: Option<PathBuf>) -> Result<Answer, String> {
+/// Reads the control file `name` if there is one: `Ok(None)` while it is not there, an error
+/// if what is there is not a regular file of `uid` (or root) that others cannot write.
+fn read_answer(chan: &Dir, name: &str, uid: u32) -> Result<Option<String>, String> {
+    let shown = || chan.path().join(name).display().to_string();
+    let f = match chan.open_file(name) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "{}: {e}; the request was abandoned",
+                printable(&shown())
+            ));
+        }
+    };
+    let m = f.metadata().map_err(|e| format!("{}: {e}", shown()))?;
+    if (m.uid() != uid && m.uid() != 0) || m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} belongs to uid {} with mode {:04o}, not to the target's user {uid} alone; the \
+             request was abandoned",
+            printable(&shown()),
+            m.uid(),
+            m.mode() & 0o7777
+        ));
+    }
+    let mut t = String::new();
+    f.take(MAX_ANSWER)
+        .read_to_string(&mut t)
+        .map_err(|e| format!("{}: {e}", shown()))?;
+    Ok(Some(t))
+}
+
+/// The most of an answer that is read.
+const MAX_ANSWER: u64 = 64 * 1024;
+
+/// `text` with every control character but newline and tab written as an escape: the answer
+/// comes from the target process and is printed on the requester's terminal.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The target is gone after taking the request: it checkpointed in stop mode, or died. The
+/// directory it reported is taken only if it is absolute and its user's (reached without
+/// following another user's link): the target chooses what it reports.
+fn stopped(pid: i32, dir: Option<PathBuf>, uid: u32, deadline: Instant) -> Result<Answer, String> {
     let Some(d) = dir else {
         return Err(format!("process {pid} exited without taking the request"));
     };
-    let image = Dir::open(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    let shown = printable(&d.display().to_string());
+    if !d.is_absolute() {
+        return Err(format!(
+            "process {pid} reported a relative image directory {shown}"
+        ));
+    }
+    let image = Dir::open_trusted(&d, uid).map_err(|e| format!("{shown}: {e}"))?;
+    let m = image.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    if m.uid() != uid {
+        return Err(format!(
+            "process {pid} (uid {uid}) reported the image directory {shown}, which belongs to \
+             uid {}: refused",
+            m.uid()
+        ));
+    }
     // Its dump helper may still be sealing the image.
-    crate::image::manifest::wait_sealed(&image, Duration::from_secs(120))
-        .map_err(|e| e.to_string())?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    crate::image::manifest::wait_sealed(&image, left).map_err(|e| e.to_string())?;
     match image.stat(crate::image::MANIFEST_FILE) {
         Ok(Some(_)) => Ok(Answer::Stopped(d)),
         _ => Err(format!(
-            "process {pid} exited during the checkpoint and {} holds no complete, sealed image",
-            d.display()
+            "process {pid} exited during the checkpoint and {shown} holds no complete, sealed \
+             image"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_sequences_are_shown_not_sent_to_the_terminal() {
+        assert_eq!(printable("ok\tdone\n"), "ok\tdone\n");
+        assert_eq!(
+            printable("a\u{1b}]0;owned\u{7}b"),
+            "a\\u{1b}]0;owned\\u{7}b"
+        );
+        assert_eq!(printable("\r\u{9b}"), "\\r\\u{9b}");
+    }
+
+    #[test]
+    fn an_answer_that_is_a_fifo_or_writable_by_others_is_refused_at_once() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("crac-control-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let chan = Dir::create_private(&base).unwrap();
+        let uid = sys::euid();
+        assert_eq!(read_answer(&chan, "1.2.res", uid), Ok(None));
+        let st = std::process::Command::new("mkfifo")
+            .arg(base.join("1.2.res"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let e = read_answer(&chan, "1.2.res", uid).unwrap_err();
+        assert!(e.contains("a FIFO, not a regular file"), "{e}");
+        chan.remove("1.2.res").unwrap();
+        chan.write_atomic("1.2.res", b"ok\nfine\n", 0o600).unwrap();
+        assert_eq!(
+            read_answer(&chan, "1.2.res", uid),
+            Ok(Some("ok\nfine\n".into()))
+        );
+        fs::set_permissions(base.join("1.2.res"), fs::Permissions::from_mode(0o666)).unwrap();
+        let e = read_answer(&chan, "1.2.res", uid).unwrap_err();
+        assert!(e.contains("mode 0666"), "{e}");
+        if uid == 0 {
+            // Root takes an answer in user 4242's channel only if it is 4242's (or root's).
+            fs::set_permissions(base.join("1.2.res"), fs::Permissions::from_mode(0o600)).unwrap();
+            std::os::unix::fs::chown(base.join("1.2.res"), Some(4243), None).unwrap();
+            let e = read_answer(&chan, "1.2.res", 4242).unwrap_err();
+            assert!(e.contains("belongs to uid 4243"), "{e}");
+            assert!(read_answer(&chan, "1.2.res", 4243).unwrap().is_some());
+        }
+        fs::remove_dir_all(&base).unwrap();
     }
 }

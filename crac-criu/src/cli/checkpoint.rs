@@ -46,11 +46,9 @@ pub(super) fn cmd_checkpoint(args: &[String], term: &mut Term<'_>) -> Result<i32
             Ok(1)
         }
         control::Answer::Stopped(d) => {
-            term.say(&format!(
-                "pid {pid} checkpointed to {} and stopped",
-                d.display()
-            ));
-            term.print(&d.display().to_string());
+            let d = control::printable(&d.display().to_string());
+            term.say(&format!("pid {pid} checkpointed to {d} and stopped"));
+            term.print(&d);
             Ok(0)
         }
     }
