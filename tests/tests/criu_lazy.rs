@@ -7,8 +7,9 @@
 //! background load equals the original's at every size; clones restore lazily side by side;
 //! a daemon that dies ends the process (which never runs on zeroed pages: `crac restore`
 //! holds the userfaultfds); a page file changed after the dump ends the process
-//! (`--verify metadata`) or is refused before it runs (`--verify full`); CRIU loads its
-//! kernel probe from the cache crac keeps instead of probing.
+//! (`--verify metadata`) or is refused before it runs (`--verify full`); a copy whose checks
+//! are not over does not outlive a killed `crac restore`; CRIU loads its kernel probe from the
+//! cache crac keeps instead of probing.
 
 use std::path::Path;
 use std::process::Command;
@@ -292,6 +293,134 @@ fn a_page_file_changed_after_the_dump_ends_a_lazy_copy_or_is_refused_first() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains(&format!("{name} has mode 0666")), "{err}");
+}
+
+/// Every descendant of `pid` (through `/proc/PID/task/*/children`).
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for t in std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for k in kids
+                .split_whitespace()
+                .filter_map(|k| k.parse::<i32>().ok())
+            {
+                out.push(k);
+                todo.push(k);
+            }
+        }
+    }
+    out
+}
+
+fn cmdline(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect()
+}
+
+/// `crac restore` killed (SIGKILL) while a tampered image's copy runs before its checks are
+/// over (lazy, `--verify metadata`: its pages still streaming in, its page file's digest not
+/// yet compared): within a second the copy, the child it forked before the checkpoint, the
+/// lazy-pages daemon (and with `--pidns` the namespace) are gone, and so is the daemon's work
+/// directory. Without the guard the copy would run on, its missing pages read as zeros.
+#[test]
+fn a_copy_whose_checks_are_not_over_does_not_outlive_crac_restore() {
+    for pidns in [false, true] {
+        let dir = TempDir::new("lazy-guard");
+        let img = dir.join("image");
+        let env = [("APP_SPARSE", "1"), ("APP_CHILD", "1"), ("APP_MB", "512")];
+        let mut p = Proc::spawn("criu_app", &mut app_command(APP, &img, &env));
+        let child: i32 = must(&p.expect("child ", T), "pid").parse().unwrap();
+        p.expect("ready ", T);
+        assert_killed_by_dump(&mut p, T);
+        wait_sealed(&img, T);
+        // The dump killed the child too; its pid is free once PID 1 has reaped it (slowly).
+        let deadline = Instant::now() + T;
+        while Path::new(&format!("/proc/{child}")).exists() {
+            assert!(Instant::now() < deadline, "pid {child} not freed");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let pages = std::fs::read_dir(&img)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("pages-")
+            })
+            .unwrap();
+        let mut data = std::fs::read(&pages).unwrap();
+        let at = data.len() - 4096 * 3 + 17;
+        data[at] ^= 0x01;
+        std::fs::write(&pages, &data).unwrap();
+        drop(data);
+
+        let mut args = vec!["restore", img.to_str().unwrap(), "--lazy"];
+        if pidns {
+            args.push("--pidns");
+        }
+        args.extend(["--env", "APP_STAY_MS=60000"]);
+        let mut r = Proc::spawn("crac restore", &mut crac(&args));
+        let daemon = lazy_daemon_of(r.pid());
+        let work = cmdline(daemon)
+            .windows(2)
+            .find(|w| w[0] == "--work-dir")
+            .map(|w| std::path::PathBuf::from(&w[1]))
+            .expect("the daemon's --work-dir");
+        r.expect("stderr: crac: restored pid ", T);
+        let tree: Vec<i32> = descendants(r.pid())
+            .into_iter()
+            .filter(|&p| !cmdline(p).iter().any(|w| w == "__restore-guard"))
+            .collect();
+        let so_far = r.transcript();
+        assert!(
+            !so_far.contains("all pages in memory") && !so_far.contains("page files match"),
+            "the checks ended before crac restore could be killed; nothing shown:\n{so_far}"
+        );
+        // The copy, its child and the daemon at least (with --pidns: unshare and the init too).
+        assert!(tree.len() >= 3, "pidns={pidns}: {tree:?}");
+        Command::new("kill")
+            .args(["-KILL", &r.pid().to_string()])
+            .status()
+            .unwrap();
+        let killed = Instant::now();
+        r.wait(T);
+        let deadline = killed + Duration::from_secs(1);
+        while (tree.iter().any(|&p| alive(p)) || work.exists()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let left: Vec<(i32, Vec<String>)> = tree
+            .iter()
+            .filter(|&&p| alive(p))
+            .map(|&p| (p, cmdline(p)))
+            .collect();
+        // Not left running past this test if the assertion fails.
+        for (p, _) in &left {
+            let _ = Command::new("kill")
+                .args(["-KILL", &p.to_string()])
+                .status();
+        }
+        assert!(
+            left.is_empty(),
+            "pidns={pidns}: still running 1 s after: {left:?}"
+        );
+        assert!(!work.exists(), "pidns={pidns}: {} left", work.display());
+        let out = r.transcript();
+        assert!(
+            !out.contains("first_work"),
+            "the copy computed nothing: {out}"
+        );
+    }
 }
 
 /// `crac check` says restores are lazy here and that crac keeps CRIU's kernel probe.

@@ -81,6 +81,7 @@ pub fn run(args: &[String], term: &mut Term<'_>) -> i32 {
         Some("checkpoint") => checkpoint::cmd_checkpoint(&args[1..], term),
         Some("check") => Ok(check::cmd_check(term)),
         Some(crate::restore::pidns::INIT_COMMAND) => crate::restore::pidns::run_init(&args[1..]),
+        Some(crate::restore::guard::GUARD_COMMAND) => crate::restore::guard::run_guard(&args[1..]),
         Some("-h") | Some("--help") | Some("help") => {
             term.print(USAGE);
             Ok(0)

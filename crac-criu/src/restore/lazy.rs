@@ -100,19 +100,19 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts the daemon for the image `image` and waits (at most `timeout`) until it listens.
-    /// `token` names this restore's work directory and log.
+    /// `work` is this restore's private work directory (removed with the daemon), `token`
+    /// names its log.
     pub fn start(
         criu: &Path,
         image: &Dir,
+        work_dir: Dir,
         token: &str,
         timeout: Duration,
     ) -> Result<Daemon, Error> {
         let io = |what: &str, e: std::io::Error| {
             err(ErrorKind::Other, format!("lazy restore: {what}: {e}"))
         };
-        let work = std::env::temp_dir().join(format!("crac-lazy-{token}"));
-        let work_dir =
-            Dir::create_private(&work).map_err(|e| io(&work.display().to_string(), e))?;
+        let work = work_dir.path().to_owned();
         let stderr = work_dir
             .open_rw("lazy-pages.stderr")
             .map_err(|e| io("its stderr file", e))?;

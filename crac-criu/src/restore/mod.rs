@@ -1,10 +1,14 @@
 //! The `crac` command's side: restoring an image with `criu restore`, what `crac restore`
 //! does, with the lazy-pages daemon (`lazy`), the watch over the restored process and the
-//! daemon (`watch`), and the init of a fresh PID namespace (`pidns`).
+//! daemon (`watch`), the guard that ends them should `crac restore` die before its checks end
+//! (`guard`), the restore's private work directories (`work`), and the init of a fresh PID
+//! namespace (`pidns`).
 
+pub(crate) mod guard;
 pub(crate) mod lazy;
 pub(crate) mod pidns;
 pub(crate) mod watch;
+mod work;
 
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -35,8 +39,9 @@ pub struct RestoreOptions {
     pub env: Vec<(String, String)>,
     /// How long to wait for a PID of the image that a not-yet-reaped process still holds.
     pub pid_wait: Duration,
-    /// With `pidns`: the program that runs [`pidns::INIT_COMMAND`] (its `main` must hand
-    /// its arguments to `cli::run`); default: this executable.
+    /// The program that runs [`pidns::INIT_COMMAND`] (with `pidns`) and
+    /// [`guard::GUARD_COMMAND`] (its `main` must hand its arguments to `cli::run`); default:
+    /// this executable.
     pub init_exe: Option<PathBuf>,
     /// Lazy (memory served on demand) or eager.
     pub mode: Mode,
@@ -127,10 +132,7 @@ fn wait_pids_free(
 ) -> Result<(), Error> {
     let deadline = Instant::now() + wait;
     let mut said = false;
-    let mut pids = meta.tids.clone();
-    if !pids.contains(&meta.pid) {
-        pids.push(meta.pid);
-    }
+    let pids = image_pids(meta);
     loop {
         let mut zombie = None;
         for &p in &pids {
@@ -286,12 +288,20 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
             .as_nanos()
     );
     let log = format!("restore-{token}.log");
-    let pidfile = std::env::temp_dir().join(format!("crac-restore-{token}.pid"));
+    // Dropped on any failure from here on, ending what it was told of; released once every
+    // check is done.
+    let mut guard = match lazy.is_ok() || !deferred.is_empty() {
+        true => Some(guard::Guard::start(&own_exe(opts)?)?),
+        false => None,
+    };
+    let pid_dir = work::temp("restore-")?;
+    guard.iter_mut().for_each(|g| g.remove(pid_dir.path()));
+    let pidfile = pid_dir.path().join("criu.pid");
     let mut args = criu_args(&dir, &meta, &log, &pidfile);
     let env_r = hand_payload(opts, &meta, started_wall, &mut args)?;
     // Dropped (stopped) on any failure from here on.
     let daemon = match lazy {
-        Ok(()) => Some(lazy::Daemon::start(&criu.path, &dir, &token, timeout)?),
+        Ok(()) => Some(start_daemon(&criu.path, &dir, &token, timeout, &mut guard)?),
         Err(_) => None,
     };
     if let Some(d) = &daemon {
@@ -299,11 +309,22 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         phases.mark("lazy-pages daemon");
     }
 
+    if !opts.pidns {
+        // A plain restore gives the restored processes the image's pids.
+        guard.iter_mut().for_each(|g| g.end_new(&image_pids(&meta)));
+    }
     let spawned = spawn_criu(opts, &criu.path, &args, &pidfile);
     drop(env_r);
     let (child, status) = spawned?;
+    // criu and what it restores (with --pidns: unshare, its init and the whole namespace).
+    guard.iter_mut().for_each(|g| g.end_tree(child.id() as i32));
     let restore_log = dir.path().join(&log);
-    let (pid, ns_pid, child) = wait_restored(child, status, &pidfile, &restore_log, timeout)?;
+    let restored = wait_restored(child, status, &pidfile, &restore_log, timeout);
+    let _ = fs::remove_dir_all(pid_dir.path());
+    let (pid, ns_pid, child) = restored?;
+    if let (Some(g), Some(p)) = (&mut guard, pid) {
+        g.end_tree(p);
+    }
     let took = started.elapsed();
     phases.mark("criu restore");
 
@@ -320,6 +341,7 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         background.watch_lazy(d, victim.clone(), started, load_bound);
     }
     background.check_pages(deferred, dir.path().display().to_string(), victim, started);
+    background.guard = guard;
     Ok(Restore {
         pid,
         ns_pid,
@@ -329,6 +351,38 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         phases: phases.done,
         background,
     })
+}
+
+/// Starts the lazy-pages daemon in a work directory of its own, both told to the guard.
+fn start_daemon(
+    criu: &Path,
+    dir: &Dir,
+    token: &str,
+    timeout: Duration,
+    guard: &mut Option<guard::Guard>,
+) -> Result<lazy::Daemon, Error> {
+    let work = work::temp("lazy-")?;
+    guard.iter_mut().for_each(|g| g.remove(work.path()));
+    let d = lazy::Daemon::start(criu, dir, work, token, timeout)?;
+    guard.iter_mut().for_each(|g| g.end_tree(d.pid()));
+    Ok(d)
+}
+
+/// The pids of the image's processes and threads (what a plain restore gives them).
+fn image_pids(meta: &Metadata) -> Vec<i32> {
+    let mut pids = meta.tids.clone();
+    if !pids.contains(&meta.pid) {
+        pids.push(meta.pid);
+    }
+    pids
+}
+
+/// The program that runs our hidden commands (the pidns init, the guard).
+fn own_exe(opts: &RestoreOptions) -> Result<PathBuf, Error> {
+    match &opts.init_exe {
+        Some(p) => Ok(p.clone()),
+        None => std::env::current_exe().map_err(|e| io_err("current_exe", e)),
+    }
 }
 
 /// `criu restore`'s arguments for the image in `dir`: through our descriptor, its log `log`
@@ -494,10 +548,7 @@ fn spawn_criu(
     let mut cmd = if opts.pidns {
         let (r, w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
         sys::set_cloexec(&w, false).map_err(|e| io_err("fcntl", e))?;
-        let init = match &opts.init_exe {
-            Some(p) => p.clone(),
-            None => std::env::current_exe().map_err(|e| io_err("current_exe", e))?,
-        };
+        let init = own_exe(opts)?;
         let mut c = Command::new("unshare");
         c.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
             .arg(init)

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind};
 use crate::image::manifest::Deferred;
+use crate::restore::guard::Guard;
 use crate::restore::lazy::{self, Reaped};
 use crate::sys;
 
@@ -40,6 +41,15 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
+/// Releases the guard when every check passed; else drops it, which makes it end the whole
+/// restored tree (the background ended only its root) and remove the work directories.
+fn settle(guard: Option<Guard>, passed: bool) {
+    match guard {
+        Some(g) if passed => g.release(),
+        g => drop(g),
+    }
+}
+
 /// The background tasks of one restore, and the channel they report on.
 #[derive(Debug)]
 pub struct Background {
@@ -50,6 +60,9 @@ pub struct Background {
     pub(crate) reaped: Arc<Reaped>,
     /// The lazy-pages daemon's pid, if any.
     pub(crate) daemon_pid: Option<i32>,
+    /// What ends the restore's processes should `crac restore` die before its checks end:
+    /// released when they all passed, dropped (so it acts) when one failed.
+    pub(crate) guard: Option<Guard>,
 }
 
 impl Default for Background {
@@ -61,6 +74,7 @@ impl Default for Background {
             pending: 0,
             reaped: Arc::default(),
             daemon_pid: None,
+            guard: None,
         }
     }
 }
@@ -162,6 +176,7 @@ impl Background {
             tx,
             rx,
             mut pending,
+            mut guard,
             ..
         } = self;
         drop(tx);
@@ -181,7 +196,11 @@ impl Background {
                 // Every sender is gone: nothing more will come.
                 Err(_) => break,
             }
+            if pending == 0 {
+                settle(guard.take(), failure.is_none());
+            }
         }
+        settle(guard, failure.is_none() && pending == 0);
         (code, failure)
     }
 }

@@ -315,6 +315,18 @@ fn main() {
         l
     });
 
+    // A child process, dumped and restored with the tree (`sleep`, its stdio /dev/null).
+    let _child = env_flag("APP_CHILD").then(|| {
+        let c = std::process::Command::new("sleep")
+            .arg("3600")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        say(&format!("child pid={}", c.id()));
+        c
+    });
     let _held = std::env::var_os("APP_OPEN_FILE").map(|p| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
