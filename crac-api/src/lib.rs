@@ -43,6 +43,9 @@
 //! [`restore_nonce`], [`ReseedGuard`] and [`os_random`] let it draw afresh what must be unique
 //! (random generator state, ids, nonces).
 //!
+//! [`WipeOnFree`], an opt-in global allocator, zeroes what the program frees, so that secrets
+//! libraries parsed and dropped (a TLS client key) are not in an image.
+//!
 //! Engines implement the [`spi`] module; `CRAC_ENGINE=noop|criu` picks one when several are
 //! linked.
 #![warn(missing_docs)]
@@ -61,6 +64,7 @@ mod resource;
 mod run;
 pub mod spi;
 mod uniqueness;
+mod wipe;
 
 pub use crate::context::Context;
 pub use crate::core::Core;
@@ -71,6 +75,7 @@ pub use crate::options::{CheckpointMode, CheckpointOptions};
 pub use crate::outcome::{Outcome, Restored};
 pub use crate::resource::{Resource, ResourceError};
 pub use crate::uniqueness::{ReseedGuard, os_random, os_random_u64, restore_epoch, restore_nonce};
+pub use crate::wipe::WipeOnFree;
 
 /// What the macros `register_static!` and `register_engine!` expand to; not an API.
 #[doc(hidden)]

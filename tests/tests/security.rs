@@ -156,6 +156,24 @@ fn mutual_tls_with_an_encrypted_inline_key() {
         format!("${{file:{}:key.password}}", password_file.display()),
     ));
     props.push(("crac.register".into(), "false".into()));
+    // The key is loaded when the broker asks for a certificate: a wrong password is then the
+    // connection's error, naming the key to fix.
+    let mut wrong = props.clone();
+    wrong.retain(|(k, _)| k != "ssl.key.password");
+    wrong.push(("ssl.key.password".into(), "not-the-password".into()));
+    wrong.push(("max.block.ms".into(), MAX_BLOCK.as_millis().to_string()));
+    wrong.push(("reconnect.backoff.max.ms".into(), "500".into()));
+    let p = Producer::from_properties(wrong).unwrap();
+    let e = match p.send(ProducerRecord::new(topic).value(b"never")) {
+        Err(e) => e,
+        Ok(report) => report.wait().unwrap_err(),
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("ssl.key.password") && msg.contains("wrong password"),
+        "{msg}"
+    );
+    p.close(Duration::from_secs(5)).unwrap();
     let producer = Producer::from_properties(props).unwrap();
     producer
         .send(ProducerRecord::new(topic).value(b"inline"))
@@ -914,4 +932,164 @@ fn client_randoms(keylog: &std::path::Path) -> Vec<String> {
         .filter(|l| l.starts_with("CLIENT_TRAFFIC_SECRET_0 ") || l.starts_with("CLIENT_RANDOM "))
         .filter_map(|l| l.split(' ').nth(1).map(str::to_owned))
         .collect()
+}
+
+/// The numbers of the client's RSA key (`d`, `p`, `q`, `dP`, `dQ`, `qInv`), big-endian without
+/// leading zeros, as `openssl rsa -text` prints them.
+fn rsa_numbers(key: &std::path::Path) -> Vec<(&'static str, Vec<u8>)> {
+    let o = std::process::Command::new("openssl")
+        .args(["rsa", "-noout", "-text", "-in"])
+        .arg(key)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let names = [
+        ("privateExponent:", "d"),
+        ("prime1:", "p"),
+        ("prime2:", "q"),
+        ("exponent1:", "dP"),
+        ("exponent2:", "dQ"),
+        ("coefficient:", "qInv"),
+    ];
+    let mut out = Vec::new();
+    for (label, name) in names {
+        let hex: String = text
+            .lines()
+            .skip_while(|l| l.trim() != label)
+            .skip(1)
+            .take_while(|l| l.starts_with(' '))
+            .flat_map(|l| l.trim().split(':').map(str::to_owned).collect::<Vec<_>>())
+            .filter(|h| !h.is_empty())
+            .collect();
+        let mut bytes: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        while bytes.first() == Some(&0) {
+            bytes.remove(0);
+        }
+        assert!(bytes.len() >= 100, "{name}: {} bytes", bytes.len());
+        out.push((name, bytes));
+    }
+    out
+}
+
+/// Which 32-byte windows of the key's numbers (at every multiple of 32, big- and
+/// little-endian: a parsed key holds little-endian limbs) occur in any file of `img`.
+fn key_windows_in(img: &std::path::Path, numbers: &[(&str, Vec<u8>)]) -> (usize, Vec<String>) {
+    let mut needles = Vec::new();
+    for (name, be) in numbers {
+        let le: Vec<u8> = be.iter().rev().copied().collect();
+        for (order, bytes) in [("big-endian", be), ("little-endian", &le)] {
+            for at in (0..bytes.len().saturating_sub(31)).step_by(32) {
+                needles.push((
+                    format!("{name} {order} at {at}"),
+                    bytes[at..at + 32].to_vec(),
+                ));
+            }
+        }
+    }
+    // Indexed by each window's first 4 bytes: one pass over the image.
+    let mut by_head: std::collections::HashMap<[u8; 4], Vec<usize>> = Default::default();
+    for (i, (_, n)) in needles.iter().enumerate() {
+        by_head
+            .entry(n[..4].try_into().unwrap())
+            .or_default()
+            .push(i);
+    }
+    let mut found = std::collections::BTreeSet::new();
+    for e in std::fs::read_dir(img).unwrap() {
+        let path = e.unwrap().path();
+        if !path.is_file() {
+            continue;
+        }
+        let data = std::fs::read(&path).unwrap();
+        for at in 0..data.len().saturating_sub(31) {
+            let Some(cands) = by_head.get(&data[at..at + 4]) else {
+                continue;
+            };
+            for &i in cands {
+                if data[at..at + 32] == needles[i].1[..] {
+                    found.insert(format!("{} in {}", needles[i].0, path.display()));
+                }
+            }
+        }
+    }
+    (needles.len(), found.into_iter().collect())
+}
+
+/// The producing service checkpointed over TLS with a client key store, once on a listener
+/// that requires client certificates (MTLS) and once on one that does not ask (SASL_SSL): the
+/// image holds none of the key's numbers (d, p, q, dP, dQ, qInv, in 32-byte windows, big- or
+/// little-endian) and not the password; the restored copy produces over TLS again (on MTLS it
+/// loads the key again for its new connections). The service links `crac_api::WipeOnFree`,
+/// so what the TLS library freed is zeroed; without a client-certificate request the key is
+/// never parsed at all.
+#[test]
+fn the_image_of_a_tls_producer_holds_no_number_of_its_private_key() {
+    let k = kafka();
+    let numbers = rsa_numbers(&k.tls_file("client.key"));
+    for listener in ["SASL_SSL", "MTLS"] {
+        let topic = format!("key-in-image-{}", listener.to_lowercase());
+        k.create_topic(&topic, 2, 1);
+        let dir = TempDir::new("key-in-image");
+        let img = dir.join("image");
+        let secrets = dir.join("secrets.properties");
+        let user = "svc-producer";
+        let password = set_password(k, user, &secrets);
+        let mut s = if listener == "MTLS" {
+            let a = k.access("MTLS", None);
+            let props: Vec<String> = a
+                .properties()
+                .into_iter()
+                .filter(|(key, _)| key != "bootstrap.servers")
+                .map(|(key, v)| format!("{key}={v}"))
+                .collect();
+            let mut c = std::process::Command::new(SERVICE);
+            c.env("CRAC_CRIU", crac_tests::process::criu())
+                .env("CRAC_CHECKPOINT_TO", &img)
+                .env_remove("CRAC_CHECKPOINT_MODE")
+                .env_remove("CRAC_ENGINE")
+                .env("SVC_BOOTSTRAP", &a.bootstrap)
+                .env("SVC_TOPIC", &topic)
+                .env("SVC_STATE_MB", "8")
+                .env("SVC_RATE", "300")
+                .env("SVC_PROPS", props.join(","));
+            Proc::spawn("kafka_service MTLS", &mut c)
+        } else {
+            secure_service(k, &topic, &img, &secrets, user, &[])
+        };
+        let pid = s.pid();
+        s.expect("first_ack", T);
+        wait_acked(&mut s, 300, T);
+        let (code, text) = crac_checkpoint(CRAC, pid);
+        assert_eq!(code, 0, "{listener}: {text}");
+        assert!(!s.wait(T).success(), "the process stops at the dump");
+
+        let (windows, found) = key_windows_in(&img, &numbers);
+        assert!(windows >= 56, "{windows} windows");
+        assert!(
+            found.is_empty(),
+            "{listener}: {} of {windows} windows of the key's numbers are in the image:\n{}",
+            found.len(),
+            found.join("\n")
+        );
+        assert_eq!(
+            image_contains(&img, password.as_bytes()),
+            None,
+            "{listener}: password"
+        );
+
+        let mut r = Proc::spawn(
+            "restore",
+            &mut crac_command(
+                CRAC,
+                &["restore", img.to_str().unwrap(), "--env", "SVC_FINAL=200"],
+            ),
+        );
+        r.expect("first_ack_after_restore", T);
+        let done = r.expect("done ", T);
+        assert_eq!(must(&done, "errors"), "0", "{listener}: {}", r.transcript());
+        assert!(r.wait(T).success(), "{listener}: {}", r.transcript());
+    }
 }

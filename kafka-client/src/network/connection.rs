@@ -94,7 +94,19 @@ impl BrokerConnection {
             .set_read_timeout(Some(p.request_timeout))
             .map_err(io_err)?;
         let handle = stream.try_clone().map_err(io_err)?;
-        let mut setup = match resolved.tls.clone() {
+        let client_key = resolved.tls.as_ref().and_then(|t| t.client_key.clone());
+        // A key that could not be loaded when the broker asked for it is the reason, whatever
+        // alert the broker then sent.
+        let tls_fail = |e: io::Error| match client_key.as_ref().and_then(|k| k.failure()) {
+            Some(se) => NetworkError::Tls {
+                addr,
+                host: p.host.to_owned(),
+                key: se.key,
+                reason: se.reason,
+            },
+            None => tls_error(e, addr, p.host),
+        };
+        let mut setup = match resolved.tls.as_ref().map(|t| t.config.clone()) {
             Some(config) => {
                 let name =
                     rustls::pki_types::ServerName::try_from(p.host.to_owned()).map_err(|_| {
@@ -112,16 +124,14 @@ impl BrokerConnection {
                         key: "security.protocol",
                         reason: e.to_string(),
                     })?;
-                Setup::tls(stream, conn).map_err(|e| tls_error(e, addr, p.host))?
+                Setup::tls(stream, conn).map_err(tls_fail)?
             }
             None => Setup::Plain(stream),
         };
         // With TLS 1.3 the broker checks the client's certificate after the client has
         // finished its handshake: its refusal arrives as an alert on the first read.
         let alert = |e: NetworkError| match e {
-            NetworkError::Io { source, .. } if is_tls_error(&source) => {
-                tls_error(source, addr, p.host)
-            }
+            NetworkError::Io { source, .. } if is_tls_error(&source) => tls_fail(source),
             e => e,
         };
         let versions = negotiate(&mut setup, addr, p.client_id).map_err(alert)?;

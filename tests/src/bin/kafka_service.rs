@@ -56,6 +56,11 @@ use std::time::{Duration, Instant};
 use std::collections::HashMap;
 
 use crac_api::{Context, Core, Priority, Resource, ResourceError};
+
+/// What the program frees is zeroed (the TLS library's parsed client key among it), so it is
+/// not in the image: the opt-in a service with secrets makes.
+#[global_allocator]
+static ALLOC: crac_api::WipeOnFree = crac_api::WipeOnFree(std::alloc::System);
 use crac_tests::warm::WarmState;
 use kafka_client::{Consumer, Header, ProduceError, Producer, ProducerRecord, TopicPartition};
 use parking_lot::{Condvar, Mutex};

@@ -383,7 +383,7 @@ impl SecurityConfig {
 
 /// What one connection attempt needs, resolved; dropped (and wiped) once it is made.
 pub(crate) struct Resolved {
-    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub tls: Option<tls::TlsSetup>,
     pub sasl: Option<(SaslMechanism, sasl::Credentials)>,
 }
 

@@ -54,8 +54,16 @@ fn err(key: &'static str, reason: impl Into<String>) -> SecurityError {
     }
 }
 
+/// The rustls configuration of one connection attempt.
+pub(crate) struct TlsSetup {
+    /// The configuration.
+    pub config: Arc<ClientConfig>,
+    /// Its client certificate (mutual TLS), if a key store is configured.
+    pub client_key: Option<Arc<ClientKeyOnDemand>>,
+}
+
 /// The rustls client configuration for one connection attempt.
-pub(crate) fn client_config(s: &SecurityConfig) -> Result<Arc<ClientConfig>, SecurityError> {
+pub(crate) fn client_config(s: &SecurityConfig) -> Result<TlsSetup, SecurityError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     if s.tls_versions.contains(&TlsVersion::Tls13) {
@@ -83,32 +91,24 @@ pub(crate) fn client_config(s: &SecurityConfig) -> Result<Arc<ClientConfig>, Sec
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AnyHostName(webpki)))
     };
-    let mut config = match key_store(s)? {
-        Some((chain, mut key)) => {
-            // Loaded here rather than by `with_client_auth_cert`, which drops the DER without
-            // wiping it.
-            let signing = rustls::crypto::ring::sign::any_supported_type(&key);
-            key.zeroize();
-            let signing = signing.map_err(|e| {
-                err(
-                    "ssl.keystore.location",
-                    format!("unusable private key: {e}"),
-                )
-            })?;
-            let certified = Arc::new(CertifiedKey::new(chain, signing));
-            certified.keys_match().map_err(|e| {
-                err(
-                    "ssl.keystore.location",
-                    format!("the key does not match the certificate: {e}"),
-                )
-            })?;
-            builder.with_client_cert_resolver(Arc::new(ClientCert(certified)))
-        }
+    // The key is loaded only if the broker asks for a certificate (see ClientKeyOnDemand).
+    let client_key = client_chain(s)?.map(|chain| {
+        Arc::new(ClientKeyOnDemand {
+            security: s.clone(),
+            chain,
+            failure: std::sync::Mutex::new(None),
+        })
+    });
+    let mut config = match &client_key {
+        Some(k) => builder.with_client_cert_resolver(k.clone()),
         None => builder.with_no_client_auth(),
     };
     config.resumption = Resumption::disabled();
     config.key_log = Arc::new(rustls::KeyLogFile::new());
-    Ok(Arc::new(config))
+    Ok(TlsSetup {
+        config: Arc::new(config),
+        client_key,
+    })
 }
 
 /// The CA certificates: `ssl.truststore.location` or `ssl.truststore.certificates`, else the
@@ -171,39 +171,100 @@ fn trust_store(s: &SecurityConfig) -> Result<RootCertStore, SecurityError> {
 
 type KeyStore = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
-/// The client's certificate chain and key (mutual TLS), if configured.
-fn key_store(s: &SecurityConfig) -> Result<Option<KeyStore>, SecurityError> {
-    let (key_name, key_pem, chain_name, chain_pem) =
-        if let (Some(k), Some(c)) = (&s.keystore_key, &s.keystore_certificate_chain) {
-            let key = s.resolve_value("ssl.keystore.key", k.expose())?;
-            let chain = s.resolve_value("ssl.keystore.certificate.chain", c.expose())?;
-            (
-                "ssl.keystore.key",
-                key,
-                "ssl.keystore.certificate.chain",
-                chain,
-            )
-        } else if let Some(loc) = &s.keystore_location {
-            let path = s.resolve_value("ssl.keystore.location", loc)?;
-            let text = read_pem_file("ssl.keystore.location", &path, s.keystore_type.is_none())?;
-            (
-                "ssl.keystore.location",
-                text.clone(),
-                "ssl.keystore.location",
-                text,
-            )
-        } else {
-            return Ok(None);
-        };
-    let chain = certificates(chain_name, &chain_pem)?;
+/// The client's certificate chain (mutual TLS), if a key store is configured; its key is
+/// neither decoded nor parsed here.
+fn client_chain(s: &SecurityConfig) -> Result<Option<Vec<CertificateDer<'static>>>, SecurityError> {
+    match store_texts(s)? {
+        Some((_, _, chain_name, chain_pem)) => chain(chain_name, &chain_pem).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The certificates of the chain's PEM text, at least one.
+fn chain(
+    chain_name: &'static str,
+    chain_pem: &str,
+) -> Result<Vec<CertificateDer<'static>>, SecurityError> {
+    let chain = certificates(chain_name, chain_pem)?;
     if chain.is_empty() {
         return Err(err(
             chain_name,
             "no PEM certificate (-----BEGIN CERTIFICATE-----) found",
         ));
     }
+    Ok(chain)
+}
+
+/// The texts of the key store: (key's setting, key PEM, chain's setting, chain PEM).
+type StoreTexts = (
+    &'static str,
+    Zeroizing<String>,
+    &'static str,
+    Zeroizing<String>,
+);
+
+/// Reads the key store's PEM texts (providers resolved now), if one is configured.
+fn store_texts(s: &SecurityConfig) -> Result<Option<StoreTexts>, SecurityError> {
+    if let (Some(k), Some(c)) = (&s.keystore_key, &s.keystore_certificate_chain) {
+        let key = s.resolve_value("ssl.keystore.key", k.expose())?;
+        let chain = s.resolve_value("ssl.keystore.certificate.chain", c.expose())?;
+        return Ok(Some((
+            "ssl.keystore.key",
+            key,
+            "ssl.keystore.certificate.chain",
+            chain,
+        )));
+    }
+    let Some(loc) = &s.keystore_location else {
+        return Ok(None);
+    };
+    let path = s.resolve_value("ssl.keystore.location", loc)?;
+    let text = read_pem_file("ssl.keystore.location", &path, s.keystore_type.is_none())?;
+    Ok(Some((
+        "ssl.keystore.location",
+        text.clone(),
+        "ssl.keystore.location",
+        text,
+    )))
+}
+
+/// The client's certificate chain and key (mutual TLS), if configured.
+fn key_store(s: &SecurityConfig) -> Result<Option<KeyStore>, SecurityError> {
+    let Some((key_name, key_pem, chain_name, chain_pem)) = store_texts(s)? else {
+        return Ok(None);
+    };
+    let chain = chain(chain_name, &chain_pem)?;
     let key = private_key(s, key_name, &key_pem)?;
     Ok(Some((chain, key)))
+}
+
+/// The client's certificate and its key, parsed for a signature (the key's DER wiped once
+/// parsed): what the broker gets when it asks for a certificate.
+fn certified_key(s: &SecurityConfig) -> Result<Arc<CertifiedKey>, SecurityError> {
+    let (chain, mut key) = key_store(s)?.ok_or_else(|| {
+        err(
+            "ssl.keystore.location",
+            "no key store is configured any more",
+        )
+    })?;
+    // Parsed here rather than by `with_client_auth_cert`, which drops the DER without
+    // wiping it.
+    let signing = rustls::crypto::ring::sign::any_supported_type(&key);
+    key.zeroize();
+    let signing = signing.map_err(|e| {
+        err(
+            "ssl.keystore.location",
+            format!("unusable private key: {e}"),
+        )
+    })?;
+    let certified = Arc::new(CertifiedKey::new(chain, signing));
+    certified.keys_match().map_err(|e| {
+        err(
+            "ssl.keystore.location",
+            format!("the key does not match the certificate: {e}"),
+        )
+    })?;
+    Ok(certified)
 }
 
 /// The private key of a PEM text: PKCS#8, PKCS#1 or SEC1, or an encrypted PKCS#8 key with
@@ -329,13 +390,45 @@ fn read_pem_file(
     }
 }
 
-/// The client's certificate and key, offered whenever the broker asks for one.
-#[derive(Debug)]
-struct ClientCert(Arc<CertifiedKey>);
+/// The client certificate of a connection, its key loaded only when the broker asks for a
+/// certificate: a listener that does not ask never has the key parsed, so no number of it is
+/// left in memory a checkpoint could copy into an image. When it is parsed it lives as long as
+/// the connection (a checkpoint closes them all); what it leaves in freed memory is wiped only
+/// under a wiping allocator (`crac_api::WipeOnFree`). A key that cannot be loaded then is the
+/// connection's error (see [`ClientKeyOnDemand::failure`]).
+pub(crate) struct ClientKeyOnDemand {
+    security: SecurityConfig,
+    chain: Vec<CertificateDer<'static>>,
+    failure: std::sync::Mutex<Option<SecurityError>>,
+}
 
-impl ResolvesClientCert for ClientCert {
+impl std::fmt::Debug for ClientKeyOnDemand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientKeyOnDemand")
+            .field("chain", &self.chain.len())
+            .finish()
+    }
+}
+
+impl ClientKeyOnDemand {
+    /// Why the key could not be given when the broker asked for it, if that happened.
+    pub(crate) fn failure(&self) -> Option<SecurityError> {
+        self.failure.lock().ok()?.clone()
+    }
+}
+
+impl ResolvesClientCert for ClientKeyOnDemand {
     fn resolve(&self, _: &[&[u8]], _: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.clone())
+        match certified_key(&self.security) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                tracing::error!(error = %e, "the broker asked for a client certificate");
+                if let Ok(mut f) = self.failure.lock() {
+                    *f = Some(e);
+                }
+                None
+            }
+        }
     }
 
     fn has_certs(&self) -> bool {
