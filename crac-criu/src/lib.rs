@@ -32,6 +32,7 @@
 //! `crac checkpoint PID` (see `docs/crac-command.md`).
 #![warn(missing_docs)]
 
+pub(crate) mod broker;
 pub(crate) mod checkpoint;
 pub mod cli;
 pub(crate) mod criu;

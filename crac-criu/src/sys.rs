@@ -10,7 +10,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -29,6 +29,116 @@ pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
         SocketFlags::CLOEXEC,
         None,
     )?)
+}
+
+/// A listening unix `SOCK_SEQPACKET` socket at `path` (made by `bind`: fails if the path
+/// exists).
+pub fn seqpacket_listen(path: &std::path::Path) -> io::Result<OwnedFd> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::bind(&fd, &SocketAddrUnix::new(path)?)?;
+    rustix::net::listen(&fd, 64)?;
+    Ok(fd)
+}
+
+/// Accepts one connection (close-on-exec).
+pub fn accept(listener: &impl AsFd) -> io::Result<OwnedFd> {
+    loop {
+        match rustix::net::accept_with(listener, rustix::net::SocketFlags::CLOEXEC) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return Ok(r?),
+        }
+    }
+}
+
+/// Connects a `SOCK_SEQPACKET` socket to the unix socket at `path`.
+pub fn seqpacket_connect(path: &std::path::Path) -> io::Result<OwnedFd> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::connect(&fd, &SocketAddrUnix::new(path)?)?;
+    Ok(fd)
+}
+
+/// The peer of a connected unix socket as the kernel recorded it at `connect`:
+/// `(pid, uid, gid)`.
+pub fn peer_cred(sock: &impl AsFd) -> io::Result<(i32, u32, u32)> {
+    let c = rustix::net::sockopt::socket_peercred(sock)?;
+    Ok((c.pid.as_raw_nonzero().get(), c.uid.as_raw(), c.gid.as_raw()))
+}
+
+/// Bounds every receive on `sock` to `timeout` (`None`: no bound).
+pub fn set_recv_timeout(sock: &impl AsFd, timeout: Option<std::time::Duration>) -> io::Result<()> {
+    Ok(rustix::net::sockopt::set_socket_timeout(
+        sock,
+        rustix::net::sockopt::Timeout::Recv,
+        timeout,
+    )?)
+}
+
+/// Sends one packet with descriptors attached (`SCM_RIGHTS`, at most 4).
+pub fn send_with_fds(sock: &impl AsFd, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    use std::mem::MaybeUninit;
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if fds.len() > 4 || (!fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds))) {
+        return Err(io::Error::other("too many descriptors for one packet"));
+    }
+    let n = rustix::net::sendmsg(
+        sock,
+        &[io::IoSlice::new(data)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    if n != data.len() {
+        return Err(io::Error::other("packet cut short"));
+    }
+    Ok(())
+}
+
+/// Receives one packet (at most `buf.len()` bytes; a longer one is an error) and the
+/// descriptors attached to it (at most 4, close-on-exec). `Ok((0, []))`: the peer closed.
+pub fn recv_with_fds(sock: &impl AsFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
+    use std::mem::MaybeUninit;
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let msg = loop {
+        match rustix::net::recvmsg(
+            sock,
+            &mut [io::IoSliceMut::new(buf)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r?,
+        }
+    };
+    let mut fds = Vec::new();
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = m {
+            fds.extend(rights);
+        }
+    }
+    if msg
+        .flags
+        .intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC)
+    {
+        return Err(io::Error::other(
+            "packet or descriptors cut short: too long",
+        ));
+    }
+    Ok((msg.bytes, fds))
 }
 
 /// A pipe `(read, write)`, both ends close-on-exec.

@@ -7,6 +7,7 @@ pub mod process;
 pub mod resident;
 pub mod service;
 pub mod stream;
+pub mod users;
 pub mod warm;
 
 /// Logging of the test services: `tracing` to stderr, filtered by `SVC_LOG` (default `warn`).

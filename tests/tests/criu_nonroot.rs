@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crac_tests::criu_app::{assert_killed_by_dump, copy_executable};
 use crac_tests::process::{Proc, alive, crac_command, must, proc_status};
+use crac_tests::users::{self, UserDir, system_user};
 
 const APP: &str = env!("CARGO_BIN_EXE_criu_app");
 const CRAC: &str = env!("CARGO_BIN_EXE_crac-under-test");
@@ -58,102 +59,10 @@ fn user() -> (u32, u32) {
     ids
 }
 
-/// A system user without a home or a shell (created once): (uid, gid).
-fn system_user(name: &str) -> (u32, u32) {
-    let id = |flag: &str| {
-        let o = Command::new("id").args([flag, name]).output().unwrap();
-        o.status
-            .success()
-            .then(|| String::from_utf8_lossy(&o.stdout).trim().parse().unwrap())
-    };
-    if id("-u").is_none() {
-        let st = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                name,
-            ])
-            .status()
-            .unwrap();
-        // Another test may have created it meanwhile.
-        assert!(st.success() || id("-u").is_some(), "useradd {name}");
-    }
-    (id("-u").unwrap(), id("-g").unwrap())
-}
-
-/// A directory the user owns (`0700`) under a root-owned, searchable one that also holds
-/// copies of the test programs (the build directory may not be searchable by the user);
-/// removed on drop.
-struct UserDir(PathBuf);
-
-impl UserDir {
-    fn new(name: &str, uid: u32, gid: u32) -> UserDir {
-        let base = PathBuf::from(format!("/tmp/crac-nonroot-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir(&base).unwrap();
-        let run = |args: &[&str]| {
-            assert!(
-                Command::new(args[0])
-                    .args(&args[1..])
-                    .status()
-                    .unwrap()
-                    .success()
-            )
-        };
-        run(&["chmod", "755", base.to_str().unwrap()]);
-        let d = base.join("d");
-        std::fs::create_dir(&d).unwrap();
-        run(&["chown", &format!("{uid}:{gid}"), d.to_str().unwrap()]);
-        run(&["chmod", "700", d.to_str().unwrap()]);
-        for exe in [APP, CRAC] {
-            let to = base.join(Path::new(exe).file_name().unwrap());
-            copy_executable(exe, &to);
-            run(&["chmod", "755", to.to_str().unwrap()]);
-        }
-        UserDir(base)
-    }
-
-    /// The copy of the program `exe` (`APP` or `CRAC`).
-    fn exe(&self, exe: &str) -> String {
-        let p = self.0.join(Path::new(exe).file_name().unwrap());
-        p.to_str().unwrap().to_owned()
-    }
-
-    fn join(&self, p: &str) -> PathBuf {
-        self.0.join("d").join(p)
-    }
-}
-
-impl Drop for UserDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `cmd` as the user, through `setpriv` (its supplementary groups from `/etc/group`, so the
-/// test user's include the criu group and the outsider's do not; no capabilities).
+/// `cmd` as the user, with the criu that carries capabilities.
 fn as_user(uid: u32, gid: u32, cmd: &[&str]) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args([
-        &format!("--reuid={uid}"),
-        &format!("--regid={gid}"),
-        "--init-groups",
-        "--inh-caps=-all",
-        // setpriv keeps root's capabilities until its own exec, so the kernel checks that
-        // exec's permissions as root's: a shell, already the user, makes the real one.
-        "/bin/sh",
-        "-c",
-        "exec \"$0\" \"$@\"",
-    ])
-    .args(cmd)
-    .env("CRAC_CRIU", criu_caps())
-    .env_remove("XDG_RUNTIME_DIR")
-    .env_remove("CRAC_ENGINE")
-    .env_remove("CRAC_CHECKPOINT_MODE")
-    .current_dir("/")
-    .stdin(std::process::Stdio::null());
+    let mut c = users::as_user(uid, gid, cmd);
+    c.env("CRAC_CRIU", criu_caps());
     c
 }
 
@@ -175,7 +84,7 @@ fn app_as_user(dir: &UserDir, uid: u32, gid: u32, img: &Path, env: &[(&str, &str
 #[test]
 fn a_service_of_an_unprivileged_user_checkpoints_itself_and_is_restored_as_that_user() {
     let (uid, gid) = user();
-    let dir = UserDir::new("self", uid, gid);
+    let dir = UserDir::new("self", uid, gid, &[APP, CRAC]);
     let img = dir.join("image");
     let mut p = app_as_user(&dir, uid, gid, &img, &[("APP_STAY_MS", "100")]);
     let pid: i32 = must(&p.expect("ready ", T), "pid").parse().unwrap();
@@ -208,7 +117,7 @@ fn a_service_of_an_unprivileged_user_checkpoints_itself_and_is_restored_as_that_
 #[test]
 fn root_checkpoints_a_service_of_an_unprivileged_user() {
     let (uid, gid) = user();
-    let dir = UserDir::new("root", uid, gid);
+    let dir = UserDir::new("root", uid, gid, &[APP, CRAC]);
     let img = dir.join("image");
     let mut p = app_as_user(
         &dir,
@@ -241,7 +150,7 @@ fn root_checkpoints_a_service_of_an_unprivileged_user() {
 fn crac_check_says_what_an_unprivileged_user_lacks() {
     use std::os::unix::fs::PermissionsExt;
     let (uid, gid) = user();
-    let dir = UserDir::new("check", uid, gid);
+    let dir = UserDir::new("check", uid, gid, &[APP, CRAC]);
     let check = |criu: &str| {
         let o = as_user(uid, gid, &[&dir.exe(CRAC), "check"])
             .env("CRAC_CRIU", criu)
@@ -257,7 +166,7 @@ fn crac_check_says_what_an_unprivileged_user_lacks() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("ok      privileges: not root"), "{text}");
     // A copy without them (copying drops file capabilities): named, with the fix.
-    let plain = dir.0.join("criu-plain");
+    let plain = dir.base("criu-plain");
     copy_executable(criu_caps(), &plain);
     std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (code, text) = check(plain.to_str().unwrap());
@@ -269,7 +178,7 @@ fn crac_check_says_what_an_unprivileged_user_lacks() {
         "{text}"
     );
     // A wrapper script: capabilities cannot apply to what it runs.
-    let script = dir.0.join("criu-wrapper");
+    let script = dir.base("criu-wrapper");
     std::fs::write(&script, format!("#!/bin/sh\nexec {} \"$@\"\n", criu_caps())).unwrap();
     assert!(
         Command::new("chmod")
@@ -289,7 +198,7 @@ fn crac_check_says_what_an_unprivileged_user_lacks() {
 #[test]
 fn a_user_outside_the_group_cannot_execute_the_criu_with_capabilities() {
     let (uid, gid) = system_user(OUTSIDER);
-    let dir = UserDir::new("outsider", uid, gid);
+    let dir = UserDir::new("outsider", uid, gid, &[APP, CRAC]);
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let m = std::fs::metadata(criu_caps()).unwrap();
     assert_eq!(m.uid(), 0, "root owns the criu with capabilities");

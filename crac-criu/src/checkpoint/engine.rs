@@ -86,6 +86,10 @@ impl Engine for CriuEngine {
     }
 
     fn probe(&self) -> Result<(), Error> {
+        // Through the broker, criu is its business.
+        if crate::broker::client::wanted() {
+            return Ok(());
+        }
         // Privileges first: without them criu may not even be readable (a root-only path).
         criu::check_privileges()?;
         criu::find().map(drop)
@@ -110,6 +114,10 @@ fn pipe_key(fd: &impl AsRawFd) -> String {
 /// Takes the image of this process as configured: the checks before CRIU may run, the image's
 /// metadata, the dump, and what the answer means (restored, or the original going on).
 pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
+    if crate::broker::client::wanted() {
+        let _s = tracing::info_span!("checkpoint_through_broker").entered();
+        return crate::broker::client::checkpoint(cfg);
+    }
     let started = Instant::now();
     let (criu, dir, scan) = preflight(cfg)?;
     // The pipe a restorer feeds new configuration through: only the read end goes into the
@@ -210,6 +218,13 @@ fn preflight(cfg: &Config) -> Result<(criu::Criu, Dir, fdcheck::Scan), Error> {
         let _s = tracing::info_span!("prepare_image_dir").entered();
         metadata::prepare_dir(&cfg.image_dir)?
     };
+    let scan = checked_fds()?;
+    Ok((criu, dir, scan))
+}
+
+/// The checks of this process's descriptors and session that any dump needs (also one
+/// through the broker): no descriptor CRIU cannot take, a dumpable session.
+pub(crate) fn checked_fds() -> Result<fdcheck::Scan, Error> {
     let scan = {
         let _s = tracing::info_span!("fd_check").entered();
         let scan = fdcheck::scan();
@@ -230,8 +245,7 @@ fn preflight(cfg: &Config) -> Result<(criu::Criu, Dir, fdcheck::Scan), Error> {
         let _s = tracing::info_span!("session_check").entered();
         ensure_dumpable_session()?;
     }
-
-    Ok((criu, dir, scan))
+    Ok(scan)
 }
 
 /// Writes the image's metadata (`crac-image.txt`): what a restore checks and needs.
@@ -241,13 +255,24 @@ fn write_metadata(
     external: &[String],
     env_r: &OwnedFd,
 ) -> Result<(), Error> {
+    image_metadata(leave_running, external, env_r, Some(dir)).write(dir)
+}
+
+/// This process's image metadata: what a restore checks and needs. `dir`: the image
+/// directory this process holds open during the dump, if it does.
+pub(crate) fn image_metadata(
+    leave_running: bool,
+    external: &[String],
+    env_r: &OwnedFd,
+    dir: Option<&Dir>,
+) -> Metadata {
     let stdio: Vec<StdFd> = (0..=2)
         .map(|fd| {
             let (target, flags) = fdcheck::describe_fd(fd);
             StdFd { fd, target, flags }
         })
         .collect();
-    let meta = Metadata {
+    Metadata {
         build_id: crate::image::build_id::own_build_id().to_owned(),
         exe: fs::read_link("/proc/self/exe").unwrap_or_default(),
         pid: std::process::id() as i32,
@@ -258,14 +283,14 @@ fn write_metadata(
         stdio,
         env_fd: Some((env_r.as_raw_fd(), pipe_key(env_r))),
         external: external.to_vec(),
-        image_dir: Some(pipe_key(dir.fd()).trim_start_matches('/').to_owned())
+        image_dir: dir
+            .map(|d| pipe_key(d.fd()).trim_start_matches('/').to_owned())
             .filter(|k| !k.is_empty()),
         cpu_features: crate::image::cpu::host_features()
             .into_iter()
             .map(str::to_owned)
             .collect(),
-    };
-    meta.write(dir)
+    }
 }
 
 /// Starts the dump helper, sends CRIU the dump request and waits for its answer (bounded):

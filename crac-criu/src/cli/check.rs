@@ -52,6 +52,17 @@ pub(super) fn cmd_check(term: &mut Term<'_>) -> i32 {
             term.print(&format!("PROBLEM {e}"));
         }
     }
+    if crate::sys::euid() != 0 {
+        let sock = crate::broker::socket_path();
+        match crate::broker::client::ping() {
+            Ok(a) => term.print(&format!(
+                "ok      checkpoint broker at {} answers ({a}): checkpoints go through it \
+                 (CRAC_BROKER=0 to use criu directly)",
+                sock.display()
+            )),
+            Err(e) => term.print(&format!("note    {e}")),
+        }
+    }
     term.print(&format!(
         "ok      CPU features images from here record (a restore needs them all): {}",
         crate::image::cpu::host_features().join(" ")

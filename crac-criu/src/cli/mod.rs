@@ -32,10 +32,16 @@ pub const USAGE: &str = "usage:
       when lazy). --pidns restores into a fresh PID namespace, so several copies of one image
       can run at once; --env passes configuration to the restored process
       (Core::management().restore_env()).
+  crac restore --broker NAME [--env K=V]... [--detach]
+      as a user who is not root: the checkpoint broker restores this user's image NAME
+      (its seal and credentials checked) with this terminal's descriptors.
   crac checkpoint PID [--leave-running | --stop] [--dir DIR] [--timeout SECS]
       ask a running crac-criu program to checkpoint itself (like jcmd PID JDK.checkpoint)
   crac check
-      can checkpoints work here? criu, its version, `criu check`, privileges, kernel";
+      can checkpoints work here? criu, its version, `criu check`, privileges, kernel,
+      the checkpoint broker
+  crac daemon [--socket PATH] [--store DIR] [--key FILE]
+      (root) the checkpoint broker: users who are not root checkpoint and restore through it";
 
 /// Where the command writes: `out` for results (`crac check`'s report, the image directory of
 /// `crac checkpoint`), `err` for messages.
@@ -80,6 +86,7 @@ pub fn run(args: &[String], term: &mut Term<'_>) -> i32 {
         Some("restore") => restore::cmd_restore(&args[1..], term),
         Some("checkpoint") => checkpoint::cmd_checkpoint(&args[1..], term),
         Some("check") => Ok(check::cmd_check(term)),
+        Some("daemon") => crate::broker::server::run_daemon(&args[1..]),
         Some(crate::restore::pidns::INIT_COMMAND) => crate::restore::pidns::run_init(&args[1..]),
         Some(crate::restore::guard::GUARD_COMMAND) => crate::restore::guard::run_guard(&args[1..]),
         Some("-h") | Some("--help") | Some("help") => {

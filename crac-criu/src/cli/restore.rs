@@ -57,6 +57,9 @@ pub(super) fn parse_restore(args: &[String]) -> Result<(RestoreOptions, bool), S
 }
 
 pub(super) fn cmd_restore(args: &[String], term: &mut Term<'_>) -> Result<i32, String> {
+    if let Some(i) = args.iter().position(|a| a == "--broker") {
+        return broker_restore(args, i, term);
+    }
     let (opts, detach) = parse_restore(args)?;
     // Subreaper: once criu exits, the restored process becomes our child and we can report
     // its exit status (and reap it at once, so its PID is free for the next restore).
@@ -110,12 +113,66 @@ pub(super) fn cmd_restore(args: &[String], term: &mut Term<'_>) -> Result<i32, S
     Ok(code)
 }
 
+/// `crac restore --broker NAME [--env K=V]… [--detach]`: the broker restores this user's image
+/// of that name (see `crate::broker`).
+fn broker_restore(args: &[String], at: usize, term: &mut Term<'_>) -> Result<i32, String> {
+    let (name, env, detach) = parse_broker(args, at)?;
+    crate::broker::client::restore(&name, &env, detach, &mut |m| term.say(m))
+}
+
+/// A broker restore: the image name, the `--env` values, `--detach`.
+type BrokerRestore = (String, Vec<(String, String)>, bool);
+
+/// The image name, `--env` values and `--detach` of a broker restore; anything else refused.
+fn parse_broker(args: &[String], at: usize) -> Result<BrokerRestore, String> {
+    let name = args
+        .get(at + 1)
+        .ok_or_else(|| format!("--broker needs an image name\n{USAGE}"))?;
+    let mut env = Vec::new();
+    let mut detach = false;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            _ if i == at => i += 1,
+            "--detach" | "-d" => detach = true,
+            "--env" | "-e" => {
+                let kv = value(args, &mut i, "--env")?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .filter(|(k, _)| !k.is_empty())
+                    .ok_or_else(|| format!("--env {kv}: expected KEY=VALUE"))?;
+                env.push((k.to_owned(), v.to_owned()));
+            }
+            a => {
+                return Err(format!(
+                    "--broker takes only --env and --detach, not {a} (the broker restores \
+                     eagerly, its seal checked in full)\n{USAGE}"
+                ));
+            }
+        }
+        i += 1;
+    }
+    Ok((name.clone(), env, detach))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn broker_restore_arguments() {
+        let a = args("--env A=1 --broker svc -d");
+        let (name, env, detach) = parse_broker(&a, 2).unwrap();
+        assert_eq!((name.as_str(), detach), ("svc", true));
+        assert_eq!(env, vec![("A".into(), "1".into())]);
+        for bad in ["--broker svc --pidns", "--broker svc /img", "--broker"] {
+            let a = args(bad);
+            assert!(parse_broker(&a, 0).is_err(), "{bad}");
+        }
     }
 
     #[test]

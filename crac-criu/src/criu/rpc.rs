@@ -127,17 +127,24 @@ impl std::fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-enum Value<'a> {
+/// A protobuf field's value: a varint or fixed integer, or a length-delimited byte string.
+pub(crate) enum Value<'a> {
     Int(u64),
     Bytes(&'a [u8]),
 }
 
-struct Reader<'a> {
+/// Reads protobuf fields one by one, bounds-checked (also what CRIU's image files hold).
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    fn varint(&mut self) -> Result<u64, DecodeError> {
+    /// A reader of the message `buf`.
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Reader { buf }
+    }
+
+    pub(crate) fn varint(&mut self) -> Result<u64, DecodeError> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let (&b, rest) = self
@@ -153,7 +160,13 @@ impl<'a> Reader<'a> {
         Err(DecodeError("varint too long"))
     }
 
-    fn next(&mut self) -> Result<Option<(u32, Value<'a>)>, DecodeError> {
+    /// Whether every byte was read.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// The next field (number and value), `None` at the end.
+    pub(crate) fn next(&mut self) -> Result<Option<(u32, Value<'a>)>, DecodeError> {
         if self.buf.is_empty() {
             return Ok(None);
         }

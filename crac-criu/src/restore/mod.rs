@@ -125,7 +125,7 @@ fn pid_state(pid: i32) -> Option<(char, String, i32)> {
 }
 
 /// Waits until every pid of the image is free; refuses pids held by live processes.
-fn wait_pids_free(
+pub(crate) fn wait_pids_free(
     meta: &Metadata,
     wait: Duration,
     note: &mut dyn FnMut(&str),

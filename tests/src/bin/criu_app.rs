@@ -9,6 +9,8 @@
 //!   closes it in `before_checkpoint` only from the second attempt on.
 //! - `APP_LISTEN=1`: hold a listening TCP socket; after the checkpoint, serve one connection.
 //! - `APP_OPEN_FILE=PATH`: hold PATH open for writing (not appending) across the checkpoint.
+//! - `APP_CHILD=1`: start a child (`sleep 3600`, or `APP_CHILD_EXE 3600`) before the
+//!   checkpoint: it is dumped and restored with the tree; prints `child pid=N`.
 //! - `APP_HANG_ONCE=1`: also register a resource (`hangs-once`) whose first `before_checkpoint`
 //!   never returns.
 //! - `APP_LOOP=N`: take N checkpoints in a row (for leave-running), one `outcome=` line each.
@@ -315,9 +317,11 @@ fn main() {
         l
     });
 
-    // A child process, dumped and restored with the tree (`sleep`, its stdio /dev/null).
+    // A child process, dumped and restored with the tree (`sleep`, or `APP_CHILD_EXE` given
+    // `3600`; its stdio /dev/null).
     let _child = env_flag("APP_CHILD").then(|| {
-        let c = std::process::Command::new("sleep")
+        let exe = std::env::var("APP_CHILD_EXE").unwrap_or_else(|_| "sleep".into());
+        let c = std::process::Command::new(exe)
             .arg("3600")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
