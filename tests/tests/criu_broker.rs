@@ -194,6 +194,18 @@ fn what_the_user_can_reach_does_not_make_them_root() {
     assert!(b.dumped("svc").contains("crac-dumped ok"));
     assert!(!mark.exists(), "the plugin was loaded");
 
+    // The criu the user can execute is the broker's plain one: no file capabilities, not
+    // setuid; a plugin it loads for the user runs with the user's rights alone.
+    let plain = plain_criu();
+    let o = Command::new("getcap").arg(&plain).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stdout).trim().is_empty(),
+        "{plain} has capabilities"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&plain).unwrap().permissions().mode();
+    assert_eq!(mode & 0o6000, 0, "{plain} is setuid or setgid");
+
     // (b) Edited in the store (root does it here: the user cannot even reach it).
     let image = b.store.join(uid.to_string()).join("svc");
     let core = std::fs::read_dir(&image)
@@ -227,7 +239,7 @@ fn what_the_user_can_reach_does_not_make_them_root() {
     // (c) A setuid-root child in the tree.
     let suid = dir.base("suid-sleep");
     copy_executable("/bin/sleep", &suid);
-    std::fs::set_permissions(&suid, std::os::unix::fs::PermissionsExt::from_mode(0o4755)).unwrap();
+    std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
     let mut p = b.app(
         &dir,
         uid,
