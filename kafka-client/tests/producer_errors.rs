@@ -84,7 +84,8 @@ fn unknown_producer_id_bumps_the_epoch_instead_of_taking_a_new_producer_id() {
 fn out_of_order_behind_a_failed_batch_is_retried_without_a_second_bump() {
     let c = FakeCluster::start(1);
     c.create_topic(T, 1);
-    let p = producer(&c, &[("batch.size", "100")]);
+    // One record per batch: growth off.
+    let p = producer(&c, &[("batch.size", "100"), ("batch.grow.max.bytes", "0")]);
     send(&p, 0, "a").wait().unwrap();
     // Three batches in flight; the broker refuses the first for a gap (answering after
     // 300 ms, so the other two are out by then), and the two behind it for being out of
@@ -217,7 +218,8 @@ fn a_refused_first_batch_of_a_partition_is_not_overtaken_by_the_next() {
     // and the first batch could then never be written (a gap at the partition's head).
     let c = FakeCluster::start(1);
     c.create_topic(T, 1);
-    let p = producer(&c, &[("batch.size", "100")]);
+    // One record per batch: growth off.
+    let p = producer(&c, &[("batch.size", "100"), ("batch.grow.max.bytes", "0")]);
     c.fail_produce(T, 0, &[ErrorCode::NotLeaderOrFollower]);
     c.on(ApiKey::Produce, 1, |_, r| {
         Action::Delay(Duration::from_millis(300), Box::new(Action::Reply(r)))
@@ -239,7 +241,8 @@ fn a_batch_behind_sequences_the_broker_wrote_fails_at_once() {
     // "0…" can never be written in order. It fails with that said, not after 5 s of retries.
     let c = FakeCluster::start(1);
     c.create_topic(T, 1);
-    let p = producer(&c, &[("batch.size", "100")]);
+    // One record per batch: growth off.
+    let p = producer(&c, &[("batch.size", "100"), ("batch.grow.max.bytes", "0")]);
     send(&p, 0, "a").wait().unwrap();
     c.forget_producers(T, 0);
     c.fail_produce(T, 0, &[ErrorCode::NotLeaderOrFollower]);

@@ -115,6 +115,9 @@ impl Drop for ProducerBatch {
 #[derive(Debug, Clone)]
 pub(crate) struct AccumulatorConfig {
     pub batch_size: usize,
+    /// How large the open batch of a held-back partition may grow (`batch.grow.max.bytes`
+    /// within `max.request.size`); 0: never past `batch_size`.
+    pub grow_max: usize,
     pub linger: Duration,
     pub buffer_memory: usize,
     pub max_block: Duration,
@@ -150,6 +153,11 @@ struct TopicQueues {
     sticky: StickyPartition,
     /// Per partition, for a transactional producer (grown on demand).
     txn: Vec<TxnMark>,
+    /// Per partition: the last drain found a batch to send but had to leave it (the leader's
+    /// in-flight window full, the partition held back, a retry's backoff, the request full).
+    /// Its open batch may then grow past `batch.size`, as it may while another batch of the
+    /// partition waits ahead of it (grown on demand).
+    held: Vec<bool>,
 }
 
 impl TopicQueues {
@@ -162,7 +170,22 @@ impl TopicQueues {
             queues: Vec::new(),
             sticky: StickyPartition::default(),
             txn: Vec::new(),
+            held: Vec::new(),
         }
+    }
+
+    fn is_held(&self, p: usize) -> bool {
+        self.held.get(p).copied().unwrap_or(false)
+    }
+
+    fn set_held(&mut self, p: usize, held: bool) {
+        if self.held.len() <= p {
+            if !held {
+                return;
+            }
+            self.held.resize(p + 1, false);
+        }
+        self.held[p] = held;
     }
 
     fn txn_mark(&self, p: usize) -> TxnMark {
@@ -347,6 +370,28 @@ impl RecordAccumulator {
         self.wait(st, start + self.config.max_block, rebased)
     }
 
+    /// The most bytes the open batch may hold with the next record: `batch.size` (`limit`),
+    /// or, while its partition is held back, up to `grow_max` if `buffer.memory` (`used` of
+    /// it) has room for what the batch would take past its reservation.
+    fn grow_limit(
+        &self,
+        held: bool,
+        size_after: usize,
+        reserved: usize,
+        used: usize,
+        limit: usize,
+    ) -> usize {
+        let grow_max = self.config.grow_max;
+        if !held || grow_max <= limit {
+            return limit;
+        }
+        let extra = size_after.saturating_sub(reserved);
+        if used + extra > self.config.buffer_memory {
+            return limit;
+        }
+        grow_max
+    }
+
     /// Appends a record: the hot path of `send()`. With a callback, the callback gets the
     /// outcome and no report is returned; without one, the report is returned.
     pub fn append<F>(
@@ -474,17 +519,27 @@ impl RecordAccumulator {
                     p
                 }
             };
+            let used = st.used;
             let tq = &mut st.topics[ti];
+            let queue = &tq.queues[partition as usize];
+            // The open batch cannot leave now: the last drain had to leave this partition's
+            // batch behind, or another batch of it already waits ahead of this one.
+            let held = tq.is_held(partition as usize) || queue.len() >= 2;
             let queue = &mut tq.queues[partition as usize];
             // Into the open batch if it has room.
             if let Some(b) = queue.back_mut()
                 && !b.closed
             {
                 let before = b.writer.size();
+                let lim = self.grow_limit(held, before + estimate, b.reserved, used, limit);
                 let appended =
                     b.writer
-                        .try_append(timestamp, rec.key, rec.value, rec.headers, size, limit);
+                        .try_append(timestamp, rec.key, rec.value, rec.headers, size, lim);
                 if let Some(index) = appended {
+                    // A batch that grew past its reservation takes the rest from buffer.memory.
+                    let grown = b.writer.size().saturating_sub(b.reserved);
+                    b.reserved += grown;
+                    let was_full = before + FULL_MARGIN > batch_size;
                     let full = b.is_full(batch_size);
                     let report = match callback.take() {
                         Some(cb) => {
@@ -499,9 +554,14 @@ impl RecordAccumulator {
                         tq.sticky.appended(bytes, full, batch_size);
                     }
                     st.incomplete_records += 1;
+                    if grown > 0 {
+                        st.used += grown;
+                        Counters::set(&self.counters.buffer_used, st.used as u64);
+                    }
                     drop(st);
                     Counters::add(&self.counters.records_queued, 1);
-                    if full {
+                    // Once, when it fills: a growing batch does not wake the sender per record.
+                    if full && !was_full {
                         (self.wake)();
                     }
                     return Ok(report);
@@ -640,53 +700,62 @@ impl RecordAccumulator {
         st.drain_rotation = st.drain_rotation.wrapping_add(1);
         let rotation = st.drain_rotation;
         for tq in st.topics.iter_mut() {
-            let topic = &tq.name;
+            let topic = tq.name.clone();
             let n = tq.queues.len();
             for k in 0..n {
                 let p = (k + rotation) % n;
                 let in_txn = !self.config.transactional || tq.txn_mark(p) == TxnMark::Added;
                 let queue = &mut tq.queues[p];
-                let Some(front) = queue.front() else { continue };
-                if front.retry_at.is_some_and(|t| now < t) {
-                    let t = front.retry_at.expect("checked");
-                    out.next_ready = Some(out.next_ready.map_or(t, |x| x.min(t)));
-                    continue;
-                }
-                let sendable = drain_all
-                    || queue.len() > 1
-                    || front.is_full(self.config.batch_size)
-                    || front.id <= flush_until
-                    || now >= front.created + linger;
-                if !sendable {
-                    let t = front.created + linger;
-                    out.next_ready = Some(out.next_ready.map_or(t, |x| x.min(t)));
-                    continue;
-                }
-                let Some(node) = leader(topic, p as i32) else {
-                    out.unknown_leader = true;
-                    continue;
-                };
-                if !in_txn {
-                    continue; // not in the transaction yet
-                }
-                if !node_ready(node) {
-                    if !out.nodes_not_ready.contains(&node) {
-                        out.nodes_not_ready.push(node);
+                // Some(true): a batch was due but had to stay (the partition is held);
+                // Some(false): one left.
+                let held: Option<bool> = 'partition: {
+                    let Some(front) = queue.front() else {
+                        break 'partition None;
+                    };
+                    if let Some(t) = front.retry_at.filter(|t| now < *t) {
+                        out.next_ready = Some(out.next_ready.map_or(t, |x| x.min(t)));
+                        break 'partition Some(true);
                     }
-                    continue;
+                    let sendable = drain_all
+                        || queue.len() > 1
+                        || front.is_full(self.config.batch_size)
+                        || front.id <= flush_until
+                        || now >= front.created + linger;
+                    if !sendable {
+                        let t = front.created + linger;
+                        out.next_ready = Some(out.next_ready.map_or(t, |x| x.min(t)));
+                        break 'partition None;
+                    }
+                    let Some(node) = leader(&topic, p as i32) else {
+                        out.unknown_leader = true;
+                        break 'partition None;
+                    };
+                    if !in_txn {
+                        break 'partition None; // not in the transaction yet
+                    }
+                    if !node_ready(node) {
+                        if !out.nodes_not_ready.contains(&node) {
+                            out.nodes_not_ready.push(node);
+                        }
+                        break 'partition Some(true);
+                    }
+                    if !can_send(front, node) {
+                        break 'partition Some(true);
+                    }
+                    let size = sizes.entry(node).or_insert(0);
+                    let bsize = front.writer.size();
+                    if *size > 0 && *size + bsize > self.config.max_request_size {
+                        break 'partition Some(true);
+                    }
+                    *size += bsize;
+                    let mut b = queue.pop_front().expect("front exists");
+                    b.closed = true;
+                    out.batches.entry(node).or_default().push(b);
+                    Some(false)
+                };
+                if let Some(h) = held {
+                    tq.set_held(p, h);
                 }
-                if !can_send(front, node) {
-                    continue;
-                }
-                let size = sizes.entry(node).or_insert(0);
-                let bsize = front.writer.size();
-                if *size > 0 && *size + bsize > self.config.max_request_size {
-                    continue;
-                }
-                *size += bsize;
-                let mut b = queue.pop_front().expect("front exists");
-                b.closed = true;
-                out.batches.entry(node).or_default().push(b);
             }
         }
         out
@@ -1023,12 +1092,17 @@ pub(crate) mod tests {
     }
 
     fn accumulator(batch_size: usize) -> RecordAccumulator {
+        growing_accumulator(batch_size, 0, 64 << 20)
+    }
+
+    fn growing_accumulator(batch_size: usize, grow_max: usize, buffer: usize) -> RecordAccumulator {
         let acc = RecordAccumulator::new(
             AccumulatorConfig {
                 batch_size,
+                grow_max,
                 linger: Duration::from_secs(3600),
-                buffer_memory: 64 << 20,
-                max_block: Duration::from_secs(1),
+                buffer_memory: buffer,
+                max_block: Duration::from_millis(50),
                 max_request_size: 1 << 20,
                 compression: Compression::None,
                 ignore_keys: false,
@@ -1039,6 +1113,101 @@ pub(crate) mod tests {
         );
         acc.update_topic(&Arc::from("t"), 6, (0..6).collect(), None);
         acc
+    }
+
+    /// A keyed record of `value` to partition `p` (so the sticky partitioner stays out).
+    fn send_to(acc: &RecordAccumulator, p: i32, value: &[u8]) -> Result<(), ProduceError> {
+        let mut rec = ProducerRecord::new("t").value(value).partition(p);
+        rec.timestamp = Some(TS);
+        acc.append::<NoCallback>(&rec, None).map(drop)
+    }
+
+    /// A drain that finds partition 0's leader's window full: every due batch stays, held.
+    fn drain_window_full(acc: &RecordAccumulator) {
+        let d = acc.drain(Instant::now(), |_, _| Some(1), |_| false, |_, _| true);
+        assert!(d.batches.is_empty());
+    }
+
+    #[test]
+    fn a_held_partition_s_batch_grows_past_batch_size_up_to_the_bound() {
+        let value = [7u8; 1000];
+        let acc = growing_accumulator(16_384, 100_000, 64 << 20);
+        let per = per_batch(16_384, &value);
+        for _ in 0..per + 1 {
+            send_to(&acc, 0, &value).unwrap();
+        }
+        // Not held yet: closed at batch.size, as Java does.
+        assert_eq!(batches(&acc).len(), 2);
+        drain_window_full(&acc);
+        for _ in 0..200 {
+            send_to(&acc, 0, &value).unwrap();
+        }
+        let all = batches(&acc);
+        let sizes: Vec<usize> = {
+            let st = acc.state.lock();
+            st.topics[st.index["t"]].queues[0]
+                .iter()
+                .map(|b| b.writer.size())
+                .collect()
+        };
+        // The open batch grew to the bound, never past it, then a new one took the rest.
+        assert_eq!(all.len(), 4, "{all:?} {sizes:?}");
+        assert!(sizes[1] > 90_000 && sizes[1] <= 100_000, "{sizes:?}");
+        assert!(sizes.iter().all(|s| *s <= 100_000), "{sizes:?}");
+        // buffer.memory counts what the batches grew to.
+        let st = acc.state.lock();
+        let reserved: usize = st.topics[st.index["t"]].queues[0]
+            .iter()
+            .map(|b| b.reserved)
+            .sum();
+        assert_eq!(st.used, reserved);
+        assert!(reserved >= sizes.iter().sum::<usize>());
+    }
+
+    #[test]
+    fn without_growth_or_hold_batches_close_at_batch_size() {
+        let value = [7u8; 1000];
+        let per = per_batch(16_384, &value);
+        // Growth off: a held partition's batches still close at batch.size.
+        let acc = growing_accumulator(16_384, 0, 64 << 20);
+        send_to(&acc, 0, &value).unwrap();
+        drain_window_full(&acc);
+        for _ in 0..3 * per - 1 {
+            send_to(&acc, 0, &value).unwrap();
+        }
+        let all = batches(&acc);
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert!(all.iter().all(|b| b.1 == per), "{all:?}");
+        // Growth on, a broker that keeps up (each batch leaves before the next fills): the
+        // batches are batch.size's, as at low load.
+        let acc = growing_accumulator(16_384, 100_000, 64 << 20);
+        let mut sent = Vec::new();
+        for _ in 0..3 {
+            for _ in 0..per {
+                send_to(&acc, 0, &value).unwrap();
+            }
+            // Past linger.ms: whatever is open leaves.
+            let later = Instant::now() + Duration::from_secs(7200);
+            let d = acc.drain(later, |_, _| Some(1), |_| true, |_, _| true);
+            sent.extend(d.batches.into_values().flatten().map(|b| b.record_count()));
+        }
+        assert_eq!(sent, vec![per; 3]);
+    }
+
+    #[test]
+    fn a_batch_grows_only_as_far_as_buffer_memory_allows() {
+        let value = [7u8; 1000];
+        // Room for the first batch's 16 KiB and 20 KB more.
+        let acc = growing_accumulator(16_384, 1 << 20, 16_384 + 20_000);
+        send_to(&acc, 0, &value).unwrap();
+        drain_window_full(&acc);
+        let mut taken = 1;
+        while send_to(&acc, 0, &value).is_ok() {
+            taken += 1;
+        }
+        let st = acc.state.lock();
+        assert!(st.used <= 16_384 + 20_000, "used {}", st.used);
+        assert!(taken > per_batch(16_384, &value) + 15, "grew by {taken}");
     }
 
     fn send(acc: &RecordAccumulator, value: &[u8]) {

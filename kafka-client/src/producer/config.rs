@@ -97,6 +97,10 @@ pub struct ProducerConfig {
     pub linger: Duration,
     /// `batch.size` (default 16384).
     pub batch_size: usize,
+    /// `batch.grow.max.bytes` (default 1 MiB; ours, not Java's): how large a batch may grow
+    /// past `batch.size` while it cannot be sent (its broker's in-flight window full, its
+    /// partition held back); bounded by `max.request.size`. At or below `batch.size` (0): off.
+    pub batch_grow_max: usize,
     /// `buffer.memory` (default 32 MiB).
     pub buffer_memory: usize,
     /// `max.block.ms` (default 60000): how long `send()` and `flush()`-free waits block.
@@ -142,6 +146,7 @@ const PRODUCER_KEYS: &[&str] = &[
     "acks",
     "linger.ms",
     "batch.size",
+    "batch.grow.max.bytes",
     "buffer.memory",
     "max.block.ms",
     "delivery.timeout.ms",
@@ -175,6 +180,7 @@ impl Default for ProducerConfig {
             acks: Acks::All,
             linger: Duration::from_millis(5),
             batch_size: 16384,
+            batch_grow_max: 1024 * 1024,
             buffer_memory: 32 * 1024 * 1024,
             max_block: Duration::from_millis(60_000),
             delivery_timeout: Duration::from_millis(120_000),
@@ -214,6 +220,7 @@ impl ClientConfig for ProducerConfig {
             "acks" => self.acks = parse_with(key, v)?,
             "linger.ms" => self.linger = parse_ms(key, v)?,
             "batch.size" => self.batch_size = parse_num(key, v, 0usize)?,
+            "batch.grow.max.bytes" => self.batch_grow_max = parse_num(key, v, 0usize)?,
             "buffer.memory" => self.buffer_memory = parse_num(key, v, 1usize)?,
             "max.block.ms" => self.max_block = parse_ms(key, v)?,
             "delivery.timeout.ms" => self.delivery_timeout = parse_ms(key, v)?,
@@ -341,6 +348,7 @@ impl ProducerConfig {
         )?;
         let int = i32::MAX as usize;
         check_max("batch.size", self.batch_size, int)?;
+        check_max("batch.grow.max.bytes", self.batch_grow_max, int)?;
         check_max("buffer.memory", self.buffer_memory, i64::MAX as usize)?;
         check_max("max.request.size", self.max_request_size, int)?;
         check_max("retries", self.retries, i32::MAX as u32)?;
@@ -414,6 +422,13 @@ impl ProducerConfig {
         self.enable_idempotence = on;
         self.explicit_idempotence = true;
         self.mark("enable.idempotence");
+        self
+    }
+
+    /// `batch.grow.max.bytes` (0: batches never grow past `batch.size`).
+    pub fn batch_grow_max_bytes(mut self, bytes: usize) -> Self {
+        self.batch_grow_max = bytes;
+        self.mark("batch.grow.max.bytes");
         self
     }
 

@@ -120,6 +120,11 @@ impl Producer {
         let acc = Arc::new(RecordAccumulator::new(
             AccumulatorConfig {
                 batch_size: config.batch_size,
+                // Growth on only where it can take a batch past batch.size.
+                grow_max: match config.batch_grow_max.min(config.max_request_size) {
+                    g if g > config.batch_size => g,
+                    _ => 0,
+                },
                 linger: config.linger,
                 buffer_memory: config.buffer_memory,
                 max_block: config.max_block,
