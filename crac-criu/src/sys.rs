@@ -34,14 +34,8 @@ pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 /// A listening unix `SOCK_SEQPACKET` socket at `path` (made by `bind`: fails if the path
 /// exists).
 pub fn seqpacket_listen(path: &std::path::Path) -> io::Result<OwnedFd> {
-    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
-    let fd = rustix::net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC,
-        None,
-    )?;
-    rustix::net::bind(&fd, &SocketAddrUnix::new(path)?)?;
+    let fd = seqpacket_socket()?;
+    rustix::net::bind(&fd, &rustix::net::SocketAddrUnix::new(path)?)?;
     rustix::net::listen(&fd, 64)?;
     Ok(fd)
 }
@@ -58,15 +52,20 @@ pub fn accept(listener: &impl AsFd) -> io::Result<OwnedFd> {
 
 /// Connects a `SOCK_SEQPACKET` socket to the unix socket at `path`.
 pub fn seqpacket_connect(path: &std::path::Path) -> io::Result<OwnedFd> {
-    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
-    let fd = rustix::net::socket_with(
+    let fd = seqpacket_socket()?;
+    rustix::net::connect(&fd, &rustix::net::SocketAddrUnix::new(path)?)?;
+    Ok(fd)
+}
+
+/// A unix `SOCK_SEQPACKET` socket, close-on-exec.
+fn seqpacket_socket() -> io::Result<OwnedFd> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    Ok(rustix::net::socket_with(
         AddressFamily::UNIX,
         SocketType::SEQPACKET,
         SocketFlags::CLOEXEC,
         None,
-    )?;
-    rustix::net::connect(&fd, &SocketAddrUnix::new(path)?)?;
-    Ok(fd)
+    )?)
 }
 
 /// The peer of a connected unix socket as the kernel recorded it at `connect`:

@@ -58,3 +58,24 @@ pub fn copy_executable(from: impl AsRef<Path>, to: impl AsRef<Path>) {
         .unwrap_or_else(|e| panic!("cp {}: {e}", from.display()));
     assert!(st.success(), "cp {} {}", from.display(), to.display());
 }
+
+/// The first file of the image in `img` whose name starts with `prefix` (`pages-`, `core-`).
+pub fn image_file(img: &Path, prefix: &str) -> std::path::PathBuf {
+    std::fs::read_dir(img)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .unwrap_or_else(|| panic!("no {prefix}* in {}", img.display()))
+}
+
+/// Flips one bit of `file` at `at` bytes from its end (what an edit or damage does).
+pub fn flip_byte(file: &Path, at_from_end: usize) {
+    let mut data = std::fs::read(file).unwrap();
+    let at = data.len() - at_from_end;
+    data[at] ^= 0x01;
+    std::fs::write(file, &data).unwrap();
+}

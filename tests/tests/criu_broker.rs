@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crac_tests::criu_app::copy_executable;
+use crac_tests::criu_app::{copy_executable, flip_byte, image_file};
 use crac_tests::process::{Proc, alive, must, proc_status};
 use crac_tests::users::{UserDir, as_user, system_user};
 
@@ -208,21 +208,9 @@ fn what_the_user_can_reach_does_not_make_them_root() {
 
     // (b) Edited in the store (root does it here: the user cannot even reach it).
     let image = b.store.join(uid.to_string()).join("svc");
-    let core = std::fs::read_dir(&image)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("core-")
-        })
-        .unwrap();
-    let mut bytes = std::fs::read(&core).unwrap();
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x40;
-    std::fs::write(&core, &bytes).unwrap();
+    let core = image_file(&image, "core-");
+    let half = std::fs::metadata(&core).unwrap().len() as usize / 2;
+    flip_byte(&core, half);
     let mut r = b.restore(&dir, uid, gid, "svc", &[]);
     let e = r.expect("crac: error", T);
     assert!(

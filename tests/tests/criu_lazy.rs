@@ -15,7 +15,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crac_tests::criu_app::{app_command, assert_killed_by_dump, wait_sealed};
+use crac_tests::criu_app::{
+    app_command, assert_killed_by_dump, flip_byte, image_file, wait_sealed,
+};
 use crac_tests::process::{Proc, TempDir, alive, crac_command, must};
 
 const APP: &str = env!("CARGO_BIN_EXE_criu_app");
@@ -240,17 +242,7 @@ fn a_page_file_changed_after_the_dump_ends_a_lazy_copy_or_is_refused_first() {
     let img = dir.join("image");
     let ready = image(&img, 64, &[("APP_STAY_MS", "5000")]);
     let pid: i32 = must(&ready, "pid").parse().unwrap();
-    let pages = std::fs::read_dir(&img)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("pages-")
-        })
-        .unwrap();
+    let pages = image_file(&img, "pages-");
     let name = pages.file_name().unwrap().to_string_lossy().into_owned();
     let mut data = std::fs::read(&pages).unwrap();
     let at = data.len() - 4096 * 3 + 17;
@@ -348,22 +340,7 @@ fn a_copy_whose_checks_are_not_over_does_not_outlive_crac_restore() {
             assert!(Instant::now() < deadline, "pid {child} not freed");
             std::thread::sleep(Duration::from_millis(10));
         }
-        let pages = std::fs::read_dir(&img)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with("pages-")
-            })
-            .unwrap();
-        let mut data = std::fs::read(&pages).unwrap();
-        let at = data.len() - 4096 * 3 + 17;
-        data[at] ^= 0x01;
-        std::fs::write(&pages, &data).unwrap();
-        drop(data);
+        flip_byte(&image_file(&img, "pages-"), 4096 * 3 - 17);
 
         let mut args = vec!["restore", img.to_str().unwrap(), "--lazy"];
         if pidns {

@@ -518,15 +518,25 @@ fn secure_service(
     env: &[(&str, &std::path::Path)],
 ) -> Proc {
     let props = sasl_ssl_props(k, secrets, user);
+    let bootstrap = k.access("SASL_SSL", Some("SCRAM-SHA-512")).bootstrap;
+    tls_service(topic, img, &bootstrap, &props, env)
+}
+
+/// The producing service of `producer_criu.rs` at `bootstrap` with the producer settings
+/// `props` (`k=v,k=v`), checkpointed to `img`.
+fn tls_service(
+    topic: &str,
+    img: &std::path::Path,
+    bootstrap: &str,
+    props: &str,
+    env: &[(&str, &std::path::Path)],
+) -> Proc {
     let mut c = std::process::Command::new(SERVICE);
     c.env("CRAC_CRIU", crac_tests::process::criu())
         .env("CRAC_CHECKPOINT_TO", img)
         .env_remove("CRAC_CHECKPOINT_MODE")
         .env_remove("CRAC_ENGINE")
-        .env(
-            "SVC_BOOTSTRAP",
-            &k.access("SASL_SSL", Some("SCRAM-SHA-512")).bootstrap,
-        )
+        .env("SVC_BOOTSTRAP", bootstrap)
         .env("SVC_TOPIC", topic)
         .env("SVC_STATE_MB", "8")
         .env("SVC_RATE", "300")
@@ -1045,17 +1055,7 @@ fn the_image_of_a_tls_producer_holds_no_number_of_its_private_key() {
                 .filter(|(key, _)| key != "bootstrap.servers")
                 .map(|(key, v)| format!("{key}={v}"))
                 .collect();
-            let mut c = std::process::Command::new(SERVICE);
-            c.env("CRAC_CRIU", crac_tests::process::criu())
-                .env("CRAC_CHECKPOINT_TO", &img)
-                .env_remove("CRAC_CHECKPOINT_MODE")
-                .env_remove("CRAC_ENGINE")
-                .env("SVC_BOOTSTRAP", &a.bootstrap)
-                .env("SVC_TOPIC", &topic)
-                .env("SVC_STATE_MB", "8")
-                .env("SVC_RATE", "300")
-                .env("SVC_PROPS", props.join(","));
-            Proc::spawn("kafka_service MTLS", &mut c)
+            tls_service(&topic, &img, &a.bootstrap, &props.join(","), &[])
         } else {
             secure_service(k, &topic, &img, &secrets, user, &[])
         };

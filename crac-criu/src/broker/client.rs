@@ -78,11 +78,7 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
     let scan = crate::checkpoint::engine::checked_fds()?;
     let (r, w) = sys::pipe().map_err(|e| unavailable(format!("pipe: {e}")))?;
     let leave_running = cfg.mode == CheckpointMode::LeaveRunning;
-    let external: Vec<String> = scan
-        .external_unix
-        .iter()
-        .map(|ino| format!("unix[{ino}]"))
-        .collect();
+    let external = crate::checkpoint::engine::externals(&scan);
     let meta = crate::checkpoint::engine::image_metadata(leave_running, &external, &r, None);
     let mode = if leave_running {
         "leave-running"

@@ -125,11 +125,7 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
     let (env_r, env_w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
     drop(env_w);
     let leave_running = cfg.mode == CheckpointMode::LeaveRunning;
-    let external: Vec<String> = scan
-        .external_unix
-        .iter()
-        .map(|ino| format!("unix[{ino}]"))
-        .collect();
+    let external = externals(&scan);
     write_metadata(&dir, leave_running, &external, &env_r)?;
     let log_level = std::env::var(LOG_LEVEL_ENV)
         .ok()
@@ -220,6 +216,14 @@ fn preflight(cfg: &Config) -> Result<(criu::Criu, Dir, fdcheck::Scan), Error> {
     };
     let scan = checked_fds()?;
     Ok((criu, dir, scan))
+}
+
+/// CRIU's `--external` names of the unix sockets the fd check found connected outside.
+pub(crate) fn externals(scan: &fdcheck::Scan) -> Vec<String> {
+    scan.external_unix
+        .iter()
+        .map(|ino| format!("unix[{ino}]"))
+        .collect()
 }
 
 /// The checks of this process's descriptors and session that any dump needs (also one

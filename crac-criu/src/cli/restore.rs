@@ -6,6 +6,14 @@ use std::time::Duration;
 use super::{Term, USAGE, seconds, value};
 use crate::restore::{self, Mode, RestoreOptions, Verify};
 
+/// A `--env KEY=VALUE` value.
+fn env_value(kv: &str) -> Result<(String, String), String> {
+    kv.split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("--env {kv}: expected KEY=VALUE"))
+}
+
 /// Parses `crac restore`'s arguments.
 pub(super) fn parse_restore(args: &[String]) -> Result<(RestoreOptions, bool), String> {
     let mut opts = RestoreOptions {
@@ -35,14 +43,7 @@ pub(super) fn parse_restore(args: &[String]) -> Result<(RestoreOptions, bool), S
                 );
             }
             "--detach" | "-d" => detach = true,
-            "--env" | "-e" => {
-                let kv = value(args, &mut i, "--env")?;
-                let (k, v) = kv
-                    .split_once('=')
-                    .filter(|(k, _)| !k.is_empty())
-                    .ok_or_else(|| format!("--env {kv}: expected KEY=VALUE"))?;
-                opts.env.push((k.to_owned(), v.to_owned()));
-            }
+            "--env" | "-e" => opts.env.push(env_value(value(args, &mut i, "--env")?)?),
             "--pid-wait" => {
                 opts.pid_wait = seconds(value(args, &mut i, "--pid-wait")?, "--pid-wait")?
             }
@@ -135,14 +136,7 @@ fn parse_broker(args: &[String], at: usize) -> Result<BrokerRestore, String> {
         match args[i].as_str() {
             _ if i == at => i += 1,
             "--detach" | "-d" => detach = true,
-            "--env" | "-e" => {
-                let kv = value(args, &mut i, "--env")?;
-                let (k, v) = kv
-                    .split_once('=')
-                    .filter(|(k, _)| !k.is_empty())
-                    .ok_or_else(|| format!("--env {kv}: expected KEY=VALUE"))?;
-                env.push((k.to_owned(), v.to_owned()));
-            }
+            "--env" | "-e" => env.push(env_value(value(args, &mut i, "--env")?)?),
             a => {
                 return Err(format!(
                     "--broker takes only --env and --detach, not {a} (the broker restores \
