@@ -149,7 +149,17 @@ const COPY_ADVICE: &str = "`(umask 077 && cp -r DIR DIR.copy)`";
 /// is checked would be what CRIU restores. The mode check keeps others from opening it for
 /// writing from now on; this finds a descriptor opened before (while it was writable).
 fn check_no_writer(shown: &str, name: &str, f: &std::fs::File) -> Result<(), Error> {
-    match crate::sys::no_writer(f) {
+    // A descriptor a fork copied a moment ago (a thread's fork before its exec closed it) is
+    // gone within milliseconds; one held on purpose is not: asked again for 100 ms.
+    let mut verdict = crate::sys::no_writer(f);
+    for _ in 0..10 {
+        if !matches!(verdict, Ok(false)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        verdict = crate::sys::no_writer(f);
+    }
+    match verdict {
         Ok(true) => Ok(()),
         Ok(false) => Err(refused(format!(
             "{shown}/{name} is open for writing in some process: it could change after it is \
