@@ -38,6 +38,8 @@ pub mod cli;
 pub(crate) mod criu;
 pub(crate) mod error;
 pub(crate) mod image;
+#[cfg(feature = "registry")]
+pub(crate) mod registry;
 pub(crate) mod restore;
 pub(crate) mod run_dir;
 mod sys;

@@ -4,6 +4,7 @@ pub mod criu_app;
 pub mod java_member;
 pub mod kafka;
 pub mod process;
+pub mod registry;
 pub mod resident;
 pub mod service;
 pub mod stream;

@@ -7,6 +7,8 @@
 //!              [--detach] [--pid-wait SECS]
 //! crac checkpoint PID [--leave-running | --stop] [--dir DIR] [--timeout SECS]
 //! crac check
+//! crac push DIR REF [--sign KEY] …
+//! crac pull REF DIR [--trust DIR] …
 //! ```
 //!
 //! Messages go to the `err` writer (stderr), prefixed `crac:`; stdout belongs to the restored
@@ -17,6 +19,8 @@ use std::time::Duration;
 
 mod check;
 mod checkpoint;
+#[cfg(feature = "registry")]
+mod registry;
 mod restore;
 
 /// The usage text.
@@ -35,6 +39,18 @@ pub const USAGE: &str = "usage:
   crac restore --broker NAME [--env K=V]... [--detach]
       as a user who is not root: the checkpoint broker restores this user's image NAME
       (its seal and credentials checked) with this terminal's descriptors.
+  crac restore REF [restore options] [--trust DIR]... [--allow-unsigned] [--pull-to DIR]
+               [--plain-http] [--ca-file CA]
+      pull the image REF (HOST[:PORT]/REPO[:TAG|@DIGEST], or oci://REF) from its registry,
+      its signature checked (below), into DIR or the image cache, and restore it.
+  crac push DIR REF [--sign KEY] [--chunk-mb N] [--level N] [--plain-http] [--ca-file CA]
+      push the sealed image in DIR to an OCI registry as a zstd-compressed artifact, signed
+      with the ed25519 KEY (PEM, `openssl genpkey -algorithm ed25519`; or CRAC_SIGNING_KEY);
+      prints REPO@DIGEST. Credentials: REGISTRY_AUTH_FILE or ~/.docker/config.json.
+  crac pull REF DIR [--trust DIR]... [--allow-unsigned] [--plain-http] [--ca-file CA]
+      pull an image pushed by crac push into the new or empty DIR, streaming; refused before
+      any page is downloaded unless signed by a key in --trust (or CRAC_TRUSTED_KEYS) and
+      runnable on this host (CPU features, executable build).
   crac checkpoint PID [--leave-running | --stop] [--dir DIR] [--timeout SECS]
       ask a running crac-criu program to checkpoint itself (like jcmd PID JDK.checkpoint)
   crac check
@@ -86,6 +102,10 @@ pub fn run(args: &[String], term: &mut Term<'_>) -> i32 {
         Some("restore") => restore::cmd_restore(&args[1..], term),
         Some("checkpoint") => checkpoint::cmd_checkpoint(&args[1..], term),
         Some("check") => Ok(check::cmd_check(term)),
+        #[cfg(feature = "registry")]
+        Some("push") => registry::cmd_push(&args[1..], term),
+        #[cfg(feature = "registry")]
+        Some("pull") => registry::cmd_pull(&args[1..], term),
         Some("daemon") => crate::broker::server::run_daemon(&args[1..]),
         Some(crate::restore::pidns::INIT_COMMAND) => crate::restore::pidns::run_init(&args[1..]),
         Some(crate::restore::guard::GUARD_COMMAND) => crate::restore::guard::run_guard(&args[1..]),

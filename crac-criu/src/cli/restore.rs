@@ -61,7 +61,23 @@ pub(super) fn cmd_restore(args: &[String], term: &mut Term<'_>) -> Result<i32, S
     if let Some(i) = args.iter().position(|a| a == "--broker") {
         return broker_restore(args, i, term);
     }
+    #[cfg(feature = "registry")]
+    let (reg, args) = super::registry::RegistryArgs::take(args)?;
+    #[cfg(feature = "registry")]
+    let args = &args[..];
     let (opts, detach) = parse_restore(args)?;
+    #[cfg(feature = "registry")]
+    let opts = RestoreOptions {
+        image_dir: match opts
+            .image_dir
+            .to_str()
+            .and_then(crate::registry::is_reference)
+        {
+            Some(r) => super::registry::pull_for_restore(r, &reg, term)?,
+            None => opts.image_dir,
+        },
+        ..opts
+    };
     // Subreaper: once criu exits, the restored process becomes our child and we can report
     // its exit status (and reap it at once, so its PID is free for the next restore).
     restore::become_subreaper().map_err(|e| e.to_string())?;
