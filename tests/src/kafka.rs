@@ -185,6 +185,26 @@ impl Cluster {
         Cluster::start_with(brokers, &extra)
     }
 
+    /// Starts a cluster that also listens (PLAINTEXT) on other addresses of this machine, one
+    /// listener `NAME` per `(NAME, IP)`, advertised as that address: how another network (a
+    /// test's network namespace, [`crate::netns::Host`]) reaches it. Their bootstrap servers:
+    /// [`Cluster::bootstrap_of`].
+    pub fn start_with_host_listeners(brokers: usize, hosts: &[(&str, &str)]) -> Cluster {
+        let specs: Vec<String> = hosts.iter().map(|(n, ip)| format!("{n}={ip}")).collect();
+        let mut extra = Vec::new();
+        for s in &specs {
+            extra.extend(["--host-listener", s.as_str()]);
+        }
+        Cluster::start_with(brokers, &extra)
+    }
+
+    /// The bootstrap servers of listener `name`.
+    pub fn bootstrap_of(&self, name: &str) -> &str {
+        self.listeners
+            .get(name)
+            .unwrap_or_else(|| panic!("no listener {name}: {:?}", self.listeners))
+    }
+
     fn start_with(brokers: usize, extra: &[&str]) -> Cluster {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let nanos = SystemTime::now()
@@ -212,7 +232,10 @@ impl Cluster {
         let stdout = String::from_utf8_lossy(&out.stdout);
         for line in stdout.lines() {
             if let Some((name, servers)) = line.split_once(' ') {
-                if servers.starts_with("127.0.0.1:") {
+                if servers
+                    .split(',')
+                    .all(|s| s.parse::<std::net::SocketAddr>().is_ok())
+                {
                     cluster
                         .listeners
                         .insert(name.to_owned(), servers.to_owned());

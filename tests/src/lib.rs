@@ -3,6 +3,7 @@
 pub mod criu_app;
 pub mod java_member;
 pub mod kafka;
+pub mod netns;
 pub mod process;
 pub mod registry;
 pub mod resident;

@@ -29,6 +29,12 @@ fn free_port() -> u16 {
 impl Registry {
     /// Starts both registries in a new directory.
     pub fn start(name: &str) -> Registry {
+        Registry::start_also(name, &[])
+    }
+
+    /// Starts both registries, the plain one also on the addresses `also` (same port, same
+    /// storage): how test networks that do not reach 127.0.0.1 reach it.
+    pub fn start_also(name: &str, also: &[&str]) -> Registry {
         let dir = std::env::temp_dir().join(format!(
             "crac-registry-{name}-{}-{}",
             std::process::id(),
@@ -40,6 +46,7 @@ impl Registry {
             .env("CRAC_REGISTRY_PLAIN_PORT", free_port().to_string())
             .env("CRAC_REGISTRY_TLS_PORT", free_port().to_string())
             .env("CRAC_REGISTRY_WATCH_PID", std::process::id().to_string())
+            .env("CRAC_REGISTRY_PLAIN_ALSO", also.join(" "))
             .output()
             .expect("run scripts/registry");
         assert!(
@@ -71,6 +78,11 @@ impl Registry {
     /// `127.0.0.1:PORT` of the plain HTTP registry.
     pub fn plain(&self) -> &str {
         self.var("CRAC_REGISTRY_PLAIN")
+    }
+
+    /// The port of the plain registry.
+    pub fn plain_port(&self) -> &str {
+        self.plain().rsplit(':').next().unwrap_or_default()
     }
 
     /// `127.0.0.1:PORT` of the TLS registry with basic auth.

@@ -52,6 +52,11 @@ pub struct CommonConfig {
     pub allow_auto_create_topics: bool,
     /// `crac.register` (default true): register in the global CRaC context.
     pub crac_register: bool,
+    /// `crac.bootstrap.servers.var` (default `KAFKA_BOOTSTRAP_SERVERS`): the restore variable
+    /// (`crac restore --env KAFKA_BOOTSTRAP_SERVERS=…`) whose value, when given, replaces
+    /// `bootstrap.servers` in a restored copy (it runs on another host, or another network,
+    /// than the one the image was taken on). Empty: never.
+    pub crac_bootstrap_servers_var: String,
     /// `security.protocol`, `ssl.*`, `sasl.*`, `config.providers*`: TLS and SASL.
     pub security: SecurityConfig,
 }
@@ -69,6 +74,7 @@ pub const COMMON_KEYS: &[&str] = &[
     "metadata.max.age.ms",
     "allow.auto.create.topics",
     "crac.register",
+    "crac.bootstrap.servers.var",
 ];
 
 impl Default for CommonConfig {
@@ -85,6 +91,7 @@ impl Default for CommonConfig {
             metadata_max_age: Duration::from_millis(300_000),
             allow_auto_create_topics: true,
             crac_register: true,
+            crac_bootstrap_servers_var: "KAFKA_BOOTSTRAP_SERVERS".into(),
             security: SecurityConfig::new(),
         }
     }
@@ -113,6 +120,7 @@ impl CommonConfig {
             "metadata.max.age.ms" => self.metadata_max_age = parse_ms(key, v)?,
             "allow.auto.create.topics" => self.allow_auto_create_topics = parse_bool(key, v)?,
             "crac.register" => self.crac_register = parse_bool(key, v)?,
+            "crac.bootstrap.servers.var" => self.crac_bootstrap_servers_var = v.trim().to_owned(),
             _ => return Ok(None),
         }
         // Every arm above is listed (the unit test checks both ways).

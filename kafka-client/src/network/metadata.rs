@@ -136,6 +136,11 @@ impl Metadata {
         &self.bootstrap
     }
 
+    /// Replaces the bootstrap servers (a restored copy told where the cluster is now).
+    pub fn set_bootstrap_servers(&mut self, servers: Vec<BootstrapServer>) {
+        self.bootstrap = servers;
+    }
+
     /// The current view.
     pub fn cluster(&self) -> &Cluster {
         &self.cluster

@@ -35,6 +35,8 @@ pub struct Net<T> {
     /// A node outside the brokers of the metadata (a group coordinator's own connection),
     /// kept when metadata updates prune nodes.
     pub coordinator_node: Option<i32>,
+    /// `crac.bootstrap.servers.var`.
+    bootstrap_var: String,
 }
 
 impl<T: MetadataContext> Net<T> {
@@ -51,6 +53,7 @@ impl<T: MetadataContext> Net<T> {
             metadata_in_flight: false,
             allow_auto_create_topics: common.allow_auto_create_topics,
             coordinator_node: None,
+            bootstrap_var: common.crac_bootstrap_servers_var.clone(),
         }
     }
 
@@ -187,10 +190,33 @@ impl<T: MetadataContext> Net<T> {
     pub fn rebootstrap(&mut self) -> Vec<T> {
         let lost = self.client.clear_nodes();
         self.metadata.rebootstrap();
+        self.bootstrap_from_restorer();
         self.metadata_in_flight = false;
         self.coordinator_node = None;
         self.topic_ids.clear();
         lost
+    }
+
+    /// The bootstrap servers the restorer gave (`crac.bootstrap.servers.var`), if any: a copy
+    /// restored on another host reaches the cluster there under other addresses. A value
+    /// that does not parse is reported and the configured servers kept.
+    fn bootstrap_from_restorer(&mut self) {
+        if self.bootstrap_var.is_empty() {
+            return;
+        }
+        let Some(v) = crate::network::checkpoint::restore_var(&self.bootstrap_var) else {
+            return;
+        };
+        match crate::network::metadata::parse_bootstrap(&v) {
+            Ok(servers) => {
+                tracing::info!(var = %self.bootstrap_var, servers = %v, "bootstrap servers from the restorer");
+                self.metadata.set_bootstrap_servers(servers);
+            }
+            Err(why) => tracing::error!(
+                var = %self.bootstrap_var, value = %v, %why,
+                "the restorer's bootstrap servers do not parse; the configured ones are kept"
+            ),
+        }
     }
 
     /// Shifts every deadline by `by` (after a restore whose monotonic clock jumped).

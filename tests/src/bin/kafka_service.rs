@@ -35,7 +35,7 @@
 //!   writes it (a test that must first bring a broker back says when to finish).
 //!
 //! Output, one `key=value` line each: `ready …` (with `state_ms`, the time the warm state
-//! took, `cache_ms` and `cache_records`, and `state_sum`, its digest), `progress …` every 250 ms, `restored …` after
+//! took, `cache_ms` and `cache_records`, and `state_sum`, its digest), `progress …` every 250 ms, `restored …` (with `host`, the host name it sees) after
 //! each restore (`next_seq`: with `SVC_QUIESCE=1`, the first number this copy sends),
 //! `state_checked gen=G state_sum=…` once a restored copy's first record is acknowledged and
 //! a lazy restore's pages are all in (the digest of its state, which reads every page), `blocked_send seq=… gen_before=… gen_after=…` when a `send()` waited across a
@@ -485,13 +485,14 @@ impl Service {
                     self.seq.load(Ordering::SeqCst)
                 };
                 say(&format!(
-                    "restored pid={} gen={} frozen_ms={} producer_id={} instance={} next_seq={next_seq} cache_records={} consumed={consumed_at_restore}",
+                    "restored pid={} gen={} frozen_ms={} producer_id={} instance={} next_seq={next_seq} cache_records={} consumed={consumed_at_restore} host={}",
                     std::process::id(),
                     m.generation(),
                     m.frozen_duration().unwrap_or_default().as_millis(),
                     self.producer.metrics().producer_id,
                     setting("SVC_INSTANCE", "a"),
-                    self.cache.len()
+                    self.cache.len(),
+                    hostname()
                 ));
             }
             if restores_seen > 0 && !first_ack_after_restore && acked > acked_at_restore {
@@ -640,4 +641,11 @@ fn main() {
     ));
     let ok = closed.is_ok() && reader_closed && st.errors.load(Ordering::SeqCst) == 0;
     std::process::exit(if ok { 0 } else { 1 });
+}
+
+/// The host name this process sees now (another one after a restore on another host).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default()
 }
