@@ -372,11 +372,12 @@ impl RecordAccumulator {
 
     /// The most bytes the open batch may hold with the next record: `batch.size` (`limit`),
     /// or, while its partition is held back, up to `grow_max` if `buffer.memory` (`used` of
-    /// it) has room for what the batch would take past its reservation.
+    /// it) has room for what the batch's buffer would take past its reservation (its
+    /// allocation after the record, `capacity_after`, not only the bytes it holds).
     fn grow_limit(
         &self,
         held: bool,
-        size_after: usize,
+        capacity_after: usize,
         reserved: usize,
         used: usize,
         limit: usize,
@@ -385,7 +386,7 @@ impl RecordAccumulator {
         if !held || grow_max <= limit {
             return limit;
         }
-        let extra = size_after.saturating_sub(reserved);
+        let extra = capacity_after.saturating_sub(reserved);
         if used + extra > self.config.buffer_memory {
             return limit;
         }
@@ -531,13 +532,15 @@ impl RecordAccumulator {
                 && !b.closed
             {
                 let before = b.writer.size();
-                let lim = self.grow_limit(held, before + estimate, b.reserved, used, limit);
+                let cap_after = b.writer.capacity_after(estimate);
+                let lim = self.grow_limit(held, cap_after, b.reserved, used, limit);
                 let appended =
                     b.writer
                         .try_append(timestamp, rec.key, rec.value, rec.headers, size, lim);
                 if let Some(index) = appended {
-                    // A batch that grew past its reservation takes the rest from buffer.memory.
-                    let grown = b.writer.size().saturating_sub(b.reserved);
+                    // A batch whose buffer grew past its reservation takes the rest from
+                    // buffer.memory: what it allocated, not only what it holds.
+                    let grown = b.writer.capacity().saturating_sub(b.reserved);
                     b.reserved += grown;
                     let was_full = before + FULL_MARGIN > batch_size;
                     let full = b.is_full(batch_size);

@@ -106,6 +106,16 @@ pub struct BatchWriter {
     transactional: bool,
 }
 
+/// How much a batch's buffer grows when `needed` more bytes do not fit after `len`: exactly
+/// the record for a batch's first bytes past its allocation (a full batch must not double its
+/// buffer for its last bytes), a quarter of what it holds for one that keeps growing
+/// (`batch.grow.max.bytes`): its slack stays under a quarter (doubling would leave up to half
+/// of every grown batch allocated and unused, memory `buffer.memory` does not see), and the
+/// copies stay linear in its size.
+fn growth(len: usize, needed: usize) -> usize {
+    needed.max(len / 4)
+}
+
 impl BatchWriter {
     /// An empty batch with room for `capacity` bytes.
     pub fn new(capacity: usize, compression: Compression) -> Self {
@@ -141,6 +151,16 @@ impl BatchWriter {
     /// Bytes allocated.
     pub fn capacity(&self) -> usize {
         self.buf.capacity()
+    }
+
+    /// The bytes allocated once `extra` more are appended (see [`growth`]).
+    pub fn capacity_after(&self, extra: usize) -> usize {
+        let room = self.buf.capacity() - self.buf.len();
+        if room >= extra {
+            self.buf.capacity()
+        } else {
+            self.buf.len() + growth(self.buf.len(), extra)
+        }
     }
 
     /// The size `append` would add for this record.
@@ -200,8 +220,10 @@ impl BatchWriter {
         self.max_timestamp = self.max_timestamp.max(timestamp);
         let out = &mut self.buf;
         let start = out.len();
-        // Exactly the record: a full batch must not double its buffer for the last bytes.
-        out.reserve(total);
+        let room = out.capacity() - out.len();
+        if room < total {
+            out.reserve_exact(growth(out.len(), total));
+        }
         Varint(body as i32).write(out);
         out.push(0); // record attributes: unused
         Varlong(delta).write(out);
