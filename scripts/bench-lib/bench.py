@@ -31,6 +31,12 @@ Sections (`--sections`, default all of them, in this order):
               split into hooks / drain / dump; restore, restore to first ack and all pages in,
               eager and lazy (`crac restore --eager` / `--lazy`), against a cold start that
               rebuilds the same state
+  images      images that travel (`crac push`/`crac pull`/`crac restore REF`) through a real OCI
+              registry (Debian's docker-registry on 127.0.0.1, scripts/registry): for the demo's
+              warm state (a catalog of 1,000,000 items) and for filled state of 200 MB and 1 GB,
+              the image's size on disk and in the registry, push and pull times, and the time
+              from `crac restore REF` (signature checked, pulled, restored lazily) to the
+              restored service's first acknowledged record
 
 The consumer section (ours: bench_consumer, Java's ConsumerPerformance, librdkafka: `rdkafka-bench
 consume`) prefills a topic once per configuration with Java's producer (acks=1, the batch.size
@@ -510,6 +516,7 @@ class Bench:
         self.peers = [peers[p] for p in args.peers.split(",") if p != "librdkafka" or args.rdkafka]
         self.runs = []
         self.checkpoints = []
+        self.images = []
         self.meta = {}
         self.clusters = {}
 
@@ -1049,7 +1056,7 @@ def checkpoint_round(bench, cluster, topic, mb, rnd):
 RESTORE_MODES = ["eager", "lazy"]
 
 
-def restore_run(a, img, env, errlog, mb, mode, state_sum):
+def restore_run(a, img, env, errlog, mb, mode, state_sum, extra=()):
     """`crac restore --MODE` of `img` until the restored service is done: restore, first ack,
     all pages in, each from `crac restore` started. Fails unless the restored state's digest
     (the service takes it after its first ack, reading every page) is the original's."""
@@ -1059,7 +1066,7 @@ def restore_run(a, img, env, errlog, mb, mode, state_sum):
         err.flush()
         start_size = errlog.stat().st_size
         t0 = time.time_ns()
-        r = subprocess.Popen([a.crac, "restore", str(img), f"--{mode}", "--env", "SVC_FINAL=200"],
+        r = subprocess.Popen([a.crac, "restore", str(img), f"--{mode}", "--env", "SVC_FINAL=200", *extra],
                              stdout=subprocess.PIPE, stderr=err, env=env)
     try:
         rout = Lines(r.stdout)
@@ -1098,6 +1105,143 @@ def restore_run(a, img, env, errlog, mb, mode, state_sum):
     return row
 
 
+# --- images that travel ---------------------------------------------------------------------
+
+# The images section's states: the demo's warm state (scripts/demo: a catalog parsed and
+# indexed), then filled tables (random bytes: the hardest case for compression).
+IMAGE_STATES = {"quick": [("fill:10", 10)], "full": [("catalog:1000000", None), ("fill:200", 200), ("fill:1024", 1024)]}
+
+
+def image_state_label(warm):
+    kind, n = warm.split(":")
+    return f"demo catalog ({int(n):,} items)" if kind == "catalog" else f"{n} MB filled"
+
+
+def section_images(bench):
+    c = bench.cluster(1)
+    topic = "bench-images"
+    c.create_topic(topic)
+    reg_dir = bench.work / "registry"
+    subprocess.run([str(ROOT / "scripts" / "registry"), "start", str(reg_dir)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    try:
+        reg = dict(l.split("=", 1) for l in (reg_dir / "env").read_text().split())
+        key, trust = signing_key(bench.work)
+        for warm, mb in IMAGE_STATES["quick" if bench.quick else "full"]:
+            for rnd in range(bench.rounds):
+                log(f"images: {image_state_label(warm)}, round {rnd + 1}")
+                try:
+                    row = image_round(bench, c, topic, warm, mb, rnd, reg["CRAC_REGISTRY_PLAIN"], key, trust)
+                except Exception as e:  # keep going: the report says what failed
+                    row = {"error": str(e)}
+                    log(f"  FAILED: {e}")
+                row.update({"warm": warm, "round": rnd})
+                bench.images.append(row)
+    finally:
+        subprocess.run([str(ROOT / "scripts" / "registry"), "stop", str(reg_dir)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        shutil.rmtree(reg_dir, ignore_errors=True)
+    c.delete_topic(topic)
+
+
+def signing_key(work):
+    key, trust = work / "signing.pem", work / "trusted"
+    trust.mkdir(mode=0o700, exist_ok=True)
+    if not key.exists():
+        subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.chmod(key, 0o600)
+        subprocess.run(["openssl", "pkey", "-pubout", "-in", str(key), "-out", str(trust / "bench.pub")], check=True)
+    return str(key), str(trust)
+
+
+def timed(argv, env, what):
+    t0 = time.monotonic()
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError(f"{what} failed: {r.stdout}{r.stderr}")
+    return (time.monotonic() - t0) * 1e3, r.stderr
+
+
+def image_round(bench, cluster, topic, warm, mb, rnd, registry, key, trust):
+    """One image of the service with `warm` state: pushed, pulled, and restored from the registry."""
+    a = bench.args
+    img = bench.work / "image-travel"
+    pulled = bench.work / "image-pulled"
+    for d in (img, pulled):
+        shutil.rmtree(d, ignore_errors=True)
+    env = dict(os.environ)
+    for k in ("CRAC_CHECKPOINT_MODE", "CRAC_ENGINE", "SVC_FINAL", "SVC_STATE_MB"):
+        env.pop(k, None)
+    env.update({"CRAC_CRIU": a.criu, "CRAC_CHECKPOINT_TO": str(img), "SVC_BOOTSTRAP": cluster.bootstrap,
+                "SVC_TOPIC": topic, "SVC_WARM": warm, "SVC_RATE": "1000", "SVC_QUIESCE": "1",
+                "SVC_LOG": "info", "CRAC_IMAGE_CACHE": str(bench.work / "image-cache")})
+    errlog = bench.out / "service-images.log"
+    row, procs = {}, []
+    try:
+        with open(errlog, "ab") as err:
+            err.write(f"\n=== {warm} start\n".encode())
+            p = subprocess.Popen([a.service], stdout=subprocess.PIPE, stderr=err, env=env)
+        procs.append(p)
+        out = Lines(p.stdout)
+        ready, _ = out.expect("ready ", 900)
+        state_sum = field(ready, "state_sum")
+        _, pos = out.expect("first_ack ", 120)
+        out.expect("progress ", 60, pos)
+        ck = subprocess.run([a.crac, "checkpoint", str(p.pid), "--timeout", "300"], capture_output=True,
+                            text=True, env=env, timeout=330)
+        p.wait(120)
+        if ck.returncode != 0 or not (img / "inventory.img").exists():
+            raise RuntimeError(f"checkpoint failed: {ck.stdout}{ck.stderr}")
+        row["image_mb"] = dir_mb(img) * 2**20 / 1e6
+        ref = f"{registry}/bench/svc:{warm.replace(':', '-')}-r{rnd}"
+        row["push_ms"], push_err = timed([a.crac, "push", str(img), ref, "--plain-http", "--sign", key], env, "push")
+        m = re.search(r"pushed ([\d.]+) MB of image as ([\d.]+) MB", push_err)
+        if not m:
+            raise RuntimeError(f"no push report: {push_err}")
+        row["registry_mb"] = float(m.group(2))
+        row["smaller"] = row["image_mb"] / row["registry_mb"]
+        row["pull_ms"], _ = timed([a.crac, "pull", ref, str(pulled), "--plain-http", "--trust", trust], env, "pull")
+        shutil.rmtree(pulled, ignore_errors=True)
+        for k, v in restore_run(a, ref, env, errlog, warm, "lazy", state_sum,
+                                extra=["--plain-http", "--trust", trust, "--pull-to", str(pulled)]).items():
+            row[f"ref_{k}"] = v
+        log(f"  image {row['image_mb']:.0f} MB, in the registry {row['registry_mb']:.0f} MB ({row['smaller']:.1f}x smaller); "
+            f"push {row['push_ms']:.0f} ms, pull {row['pull_ms']:.0f} ms; restore REF to first ack {row['ref_restore_first_ack_ms']:.0f} ms")
+        return row
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for d in (img, pulled):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def images_report(bench):
+    rows = bench.images
+    if not rows:
+        return ""
+    L = ["## Images that travel (OCI registry)\n",
+         "The service's image (`crac checkpoint PID`, stop mode) pushed with `crac push --sign` (zstd level 3, "
+         "32 MiB page pieces, 3 uploads at once) to Debian's docker-registry 2.8 on 127.0.0.1 (plain HTTP, filesystem "
+         "storage), pulled with `crac pull --trust` into a new directory (4 layers at once, each digested and "
+         "decompressed as it arrives), and restored with `crac restore REF --lazy --trust` (signature checked, "
+         "pulled, restored): *restore REF → first ack* is from `crac restore` started to the restored copy's first "
+         "acknowledged record, the pull included. Registry MB = config and layers as stored.\n",
+         "| state | image MB on disk | in the registry MB | smaller | push ms | pull ms | restore REF → first ack ms |",
+         "|---|---:|---:|---:|---:|---:|---:|"]
+    for warm in dict.fromkeys(r["warm"] for r in rows):
+        rs = [r for r in rows if r["warm"] == warm and "error" not in r]
+        fails = len([r for r in rows if r["warm"] == warm and "error" in r])
+        col = lambda k, d=0: spread([r.get(k) for r in rs], d)  # noqa: E731
+        L.append(f"| {image_state_label(warm)} | {col('image_mb')} | {col('registry_mb')} | {col('smaller', 1)}× | "
+                 f"{col('push_ms')} | {col('pull_ms')} | {col('ref_restore_first_ack_ms')} |"
+                 + (f" ({fails} failed)" if fails else ""))
+    L.append("")
+    return "\n".join(L)
+
+
 SECTIONS = {
     "startup": Bench.section_startup,
     "producer": Bench.section_producer,
@@ -1107,6 +1251,7 @@ SECTIONS = {
     "security": Bench.section_security,
     "transactions": Bench.section_transactions,
     "checkpoint": Bench.section_checkpoint,
+    "images": section_images,
 }
 
 
@@ -1345,7 +1490,10 @@ def report(bench):
     consumer_md = consumer_report(bench)
     if consumer_md:
         L.append(consumer_md)
-    failed = [r for r in runs if "error" in r] + [r for r in ck if "error" in r]
+    images_md = images_report(bench)
+    if images_md:
+        L.append(images_md)
+    failed = [r for r in runs if "error" in r] + [r for r in ck if "error" in r] + [r for r in bench.images if "error" in r]
     if failed:
         L.append(f"## Failed runs ({len(failed)})\n")
         for r in failed:
@@ -1762,6 +1910,7 @@ class Loaded:
     def __init__(self, path):
         d = json.loads(Path(path).read_text())
         self.meta, self.runs, self.checkpoints = d["meta"], d["runs"], d["checkpoints"]
+        self.images = d.get("images", [])
         self.out = Path(path).parent
         known = {"ours": Ours(""), "librdkafka": Rdkafka(""), "java": Java()}
         seen = []
@@ -1829,7 +1978,7 @@ def main():
         bench.meta["minutes"] = round((time.monotonic() - started) / 60, 1)
         bench.meta["load_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
         (bench.out / "results.json").write_text(json.dumps(
-            {"meta": bench.meta, "runs": bench.runs, "checkpoints": bench.checkpoints}, indent=1))
+            {"meta": bench.meta, "runs": bench.runs, "checkpoints": bench.checkpoints, "images": bench.images}, indent=1))
         md = report(bench)
         (bench.out / "results.md").write_text(md + "\n")
         (bench.out / "summary.md").write_text(summary(bench) + "\n")
@@ -1839,7 +1988,8 @@ def main():
             log(f"consumer chart: {bench.out / 'chart-consumer.png'}")
         print(md)
         log(f"done in {bench.meta['minutes']} min; results in {bench.out}")
-    failed = [r for r in bench.runs if "error" in r] + [r for r in bench.checkpoints if "error" in r]
+    failed = [r for r in bench.runs if "error" in r] + [r for r in bench.checkpoints if "error" in r] \
+        + [r for r in bench.images if "error" in r]
     return 1 if failed else 0
 
 

@@ -1,7 +1,9 @@
 //! The demo (`scripts/demo`): a producing service with warm state (a catalog parsed and
 //! indexed, and a cache filled from the cluster) is checkpointed by CRIU while it produces, the
 //! partition leaders move while it is frozen, then one copy is restored alone and two clones
-//! after it; an independent consumer (Apache Kafka's Java console consumer) checks that every
+//! after it; then the image travels: pushed (signed, compressed) to an OCI registry on
+//! 127.0.0.1 and a fourth copy restored straight from it (`crac restore REF`, its signature
+//! checked, the image pulled); an independent consumer (Apache Kafka's Java console consumer) checks that every
 //! record arrived exactly once, in order per partition.
 //!
 //! Needs root, `CRAC_CRIU`, and the release builds of `kafka_service` and `crac` next to this
@@ -19,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crac_tests::kafka::Cluster;
 use crac_tests::process::{Proc, TempDir, must};
+use crac_tests::registry::Registry;
 use crac_tests::stream::check_stream;
 use kafka_client::{Producer, ProducerRecord};
 
@@ -140,13 +143,14 @@ struct Copy {
     errors: u64,
 }
 
-/// Starts `crac restore --pidns` of the image for copy `name`, which sends `per_phase` records
-/// and ends.
-fn restore(crac: &Path, criu: &str, img: &Path, name: &str, per_phase: u64) -> Copy {
+/// Starts `crac restore --pidns` of the image (a directory or a registry reference, with
+/// `extra` arguments) for copy `name`, which sends `per_phase` records and ends.
+fn restore(crac: &Path, criu: &str, img: &str, extra: &[&str], name: &str, per_phase: u64) -> Copy {
     let mut c = Command::new(crac);
     c.arg("restore")
         .arg(img)
         .arg("--pidns")
+        .args(extra)
         .args(["--env", &format!("SVC_INSTANCE={name}")])
         .args(["--env", &format!("SVC_FINAL={per_phase}")])
         .env("CRAC_CRIU", criu);
@@ -222,6 +226,9 @@ struct Figures {
     cold_first_ack_ms: f64,
     checkpoint_ms: f64,
     dump_ms: f64,
+    /// Config and layers as the registry stores them.
+    registry_mb: f64,
+    push_ms: f64,
 }
 
 fn json_num(v: f64) -> String {
@@ -283,6 +290,8 @@ fn main() -> ExitCode {
         cold_first_ack_ms,
         checkpoint_ms: 0.0,
         dump_ms: f64::NAN,
+        registry_mb: f64::NAN,
+        push_ms: f64::NAN,
     };
     let orig_sum = must(&ready, "state_sum").to_owned();
     step(&format!(
@@ -327,7 +336,8 @@ fn main() -> ExitCode {
     ));
 
     step("restore: copy b alone, each copy in its own PID namespace");
-    let mut b = restore(&crac, &criu, &img, "b", per_phase);
+    let img_s = img.to_str().unwrap_or_else(|| die("image path not UTF-8"));
+    let mut b = restore(&crac, &criu, img_s, &[], "b", per_phase);
     b.await_first_ack();
     step(&format!(
         "copy b: restored in {:.0} ms, first record acknowledged {:.0} ms after `crac restore` \
@@ -336,14 +346,18 @@ fn main() -> ExitCode {
     ));
     step("clones: copies c and d restored together from the same image");
     let mut clones = [
-        restore(&crac, &criu, &img, "c", per_phase),
-        restore(&crac, &criu, &img, "d", per_phase),
+        restore(&crac, &criu, img_s, &[], "c", per_phase),
+        restore(&crac, &criu, img_s, &[], "d", per_phase),
     ];
     for c in &mut clones {
         c.await_first_ack();
     }
     let mut copies = vec![b];
     copies.extend(clones);
+    let Some(e) = travel(&crac, &criu, &img, &dir, &mut fig, per_phase) else {
+        return ExitCode::FAILURE;
+    };
+    copies.push(e);
     for c in &mut copies {
         c.await_done();
     }
@@ -385,6 +399,85 @@ fn main() -> ExitCode {
     }
 }
 
+/// The image travels: pushed, signed with a key made for the demo, to a registry started on
+/// 127.0.0.1, and copy `e` restored from it (`crac restore REF`: the signature checked, the
+/// image pulled, then restored). `None` when the push failed (said on stderr).
+fn travel(
+    crac: &Path,
+    criu: &str,
+    img: &Path,
+    dir: &TempDir,
+    fig: &mut Figures,
+    per_phase: u64,
+) -> Option<Copy> {
+    step("the image travels: an OCI registry on 127.0.0.1 (Debian's docker-registry)");
+    let registry = Registry::start("demo");
+    let key = dir.join("signing.pem");
+    let trust = dir.join("trusted");
+    let openssl = |args: &[&str]| {
+        let ok = Command::new("openssl")
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(())
+            .or_else(|| die(&format!("openssl {args:?} failed")))
+    };
+    let (k, t) = (key.to_str()?, trust.to_str()?);
+    openssl(&["genpkey", "-algorithm", "ed25519", "-out", k]);
+    std::fs::create_dir_all(&trust).ok()?;
+    let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+    std::fs::set_permissions(&key, private).ok()?;
+    openssl(&[
+        "pkey",
+        "-pubout",
+        "-in",
+        k,
+        "-out",
+        &format!("{t}/demo.pub"),
+    ]);
+    let reference = format!("{}/crac/demo-service:v1", registry.plain());
+    let started = Instant::now();
+    let out = Command::new(crac)
+        .args([
+            "push",
+            img.to_str()?,
+            &reference,
+            "--plain-http",
+            "--sign",
+            k,
+        ])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "demo: push failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    fig.push_ms = started.elapsed().as_secs_f64() * 1e3;
+    let said = String::from_utf8_lossy(&out.stderr);
+    fig.registry_mb = said
+        .split(" MB of image as ")
+        .nth(1)
+        .and_then(|r| r.split(" MB").next()?.parse().ok())
+        .unwrap_or(f64::NAN);
+    step(&format!(
+        "pushed signed to {reference}: {:.0} MB in the registry ({:.1}x smaller than on disk) \
+         in {:.0} ms; copy e restored from there",
+        fig.registry_mb,
+        fig.image_mb / fig.registry_mb,
+        fig.push_ms
+    ));
+    let pulled = dir.join("pulled");
+    let extra = ["--plain-http", "--trust", t, "--pull-to", pulled.to_str()?];
+    let mut e = restore(crac, criu, &reference, &extra, "e", per_phase);
+    e.await_first_ack();
+    // The copy runs from its pulled image now: the registry is stopped (its storage deleted).
+    drop(registry);
+    Some(e)
+}
+
 fn report(
     fig: &Figures,
     copies: &[Copy],
@@ -394,7 +487,8 @@ fn report(
     same_state: bool,
 ) {
     let b = &copies[0];
-    let clones = &copies[1..];
+    let clones = &copies[1..3];
+    let e = &copies[3];
     let each = |f: &dyn Fn(&Copy) -> f64| {
         clones
             .iter()
@@ -404,7 +498,7 @@ fn report(
     };
     println!();
     println!(
-        "crac-rs demo: a Kafka producer with warm state, checkpointed with CRIU, restored 3 times"
+        "crac-rs demo: a Kafka producer with warm state, checkpointed with CRIU, restored 4 times (once from a registry)"
     );
     println!();
     println!("| | |");
@@ -444,7 +538,17 @@ fn report(
         "| clones c / d: `crac restore` started → first acknowledged record | {} ms |",
         each(&|c| c.first_ack_ms)
     );
-    println!("| records sent (original + 3 copies) | {sent} |");
+    println!(
+        "| image in the registry (`crac push --sign`: zstd layers, ed25519 signature) | {:.0} MB ({:.1}× smaller), pushed in {:.0} ms |",
+        fig.registry_mb,
+        fig.image_mb / fig.registry_mb,
+        fig.push_ms
+    );
+    println!(
+        "| copy e: `crac restore REF` started → first acknowledged record (signature checked, image pulled, restored) | {:.0} ms |",
+        e.first_ack_ms
+    );
+    println!("| records sent (original + 4 copies) | {sent} |");
     println!(
         "| records verified by the Java console consumer | {} |",
         rep.distinct
