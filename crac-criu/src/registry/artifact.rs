@@ -289,6 +289,61 @@ mod tests {
         assert!(fmt.check(5).is_err());
     }
 
+    /// Hostile layouts: 20,000 mutations of a valid one (bytes flipped, numbers changed, parts
+    /// cut), each parsed and checked within a time budget: none panics, none takes long, and
+    /// what is accepted still tiles its files.
+    #[test]
+    fn mutated_layouts_are_refused_or_still_tile_their_files() {
+        let good = serde_json::to_vec(&plan(&files(), 4096)).unwrap();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let started = std::time::Instant::now();
+        let mut accepted = 0;
+        for _ in 0..20_000 {
+            let mut doc = good.clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() % doc.len() as u64) as usize;
+                match next() % 4 {
+                    0 => doc[at] = b"0123456789,:[]{}\"-"[(next() % 17) as usize],
+                    1 => doc[at] ^= 1 << (next() % 8),
+                    2 => doc.truncate(at),
+                    _ => doc
+                        .splice(at..at, b"99999999999999999999".iter().copied())
+                        .for_each(drop),
+                }
+                if doc.is_empty() {
+                    break;
+                }
+            }
+            let t = std::time::Instant::now();
+            if let Ok(l) = serde_json::from_slice::<Layout>(&doc)
+                && l.check(l.layers.len().min(MAX_LAYERS)).is_ok()
+            {
+                accepted += 1;
+                let per_file: u64 = l.layers.iter().flatten().map(|p| p.len).sum();
+                assert_eq!(
+                    per_file,
+                    l.total(),
+                    "an accepted layout covers every byte once"
+                );
+            }
+            assert!(
+                t.elapsed() < std::time::Duration::from_millis(50),
+                "one check took long"
+            );
+        }
+        assert!(
+            accepted > 0,
+            "some mutations keep a valid layout (digits changed in place)"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
+
     #[test]
     fn names_are_plain() {
         for bad in [

@@ -594,4 +594,102 @@ mod tests {
             );
         }
     }
+
+    /// Two scratch files of 3000 and 1000 bytes, and the pieces of a layer covering the
+    /// second half of the first and all of the second.
+    fn scratch(name: &str) -> (std::path::PathBuf, Vec<File>, Vec<Piece>) {
+        let d = std::env::temp_dir().join(format!("crac-pull-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let files = ["a", "b"]
+            .iter()
+            .zip([3000u64, 1000])
+            .map(|(n, len)| {
+                let f = File::create(d.join(n)).unwrap();
+                f.set_len(len).unwrap();
+                f
+            })
+            .collect();
+        let pieces = vec![
+            Piece {
+                file: 0,
+                offset: 1500,
+                len: 1500,
+            },
+            Piece {
+                file: 1,
+                offset: 0,
+                len: 1000,
+            },
+        ];
+        (d, files, pieces)
+    }
+
+    /// Feeds `compressed` (in pieces, as a network would) to `write_layer` for a descriptor of
+    /// digest `digest`.
+    fn feed(
+        compressed: &[u8],
+        digest: &str,
+        pieces: &[Piece],
+        files: &[File],
+    ) -> Result<(), Error> {
+        let (tx, rx) = tokio::sync::mpsc::channel(compressed.len() / 100 + 2);
+        for c in compressed.chunks(100) {
+            tx.try_send(bytes::Bytes::copy_from_slice(c)).unwrap();
+        }
+        drop(tx);
+        let d = Descriptor {
+            media_type: artifact::PAGES_LAYER_TYPE.into(),
+            digest: digest.into(),
+            size: compressed.len() as u64,
+            annotations: Default::default(),
+        };
+        write_layer(rx, &d, pieces, files)
+    }
+
+    #[test]
+    fn a_layer_is_written_into_its_pieces_and_refused_when_it_does_not_fit_them() {
+        let (dir, files, pieces) = scratch("layer");
+        let data: Vec<u8> = (0..2500u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        let z = zstd::bulk::compress(&data, 3).unwrap();
+        feed(&z, &sha256(&z), &pieces, &files).unwrap();
+        let a = std::fs::read(dir.join("a")).unwrap();
+        let b = std::fs::read(dir.join("b")).unwrap();
+        assert_eq!(&a[1500..], &data[..1500]);
+        assert!(
+            a[..1500].iter().all(|&x| x == 0),
+            "nothing outside the piece"
+        );
+        assert_eq!(&b[..], &data[1500..]);
+
+        let why = |r: Result<(), Error>| r.unwrap_err().to_string();
+        // One byte more, one byte less than the layout says.
+        let more = zstd::bulk::compress(&[&data[..], &[1]].concat(), 3).unwrap();
+        assert!(why(feed(&more, &sha256(&more), &pieces, &files)).contains("more than its layout"));
+        let less = zstd::bulk::compress(&data[..2499], 3).unwrap();
+        assert!(why(feed(&less, &sha256(&less), &pieces, &files)).contains("ends before"));
+        // Anything after the frame, a digest that differs, bytes that are not zstd.
+        let trailing = [&z[..], b"junk"].concat();
+        let e = why(feed(&trailing, &sha256(&trailing), &pieces, &files));
+        assert!(e.contains("after its zstd frame"), "{e}");
+        let e = why(feed(&z, &sha256(b"other"), &pieces, &files));
+        assert!(e.contains("do not match its digest"), "{e}");
+        let noise: Vec<u8> = (0..500u32).map(|i| (i * 31) as u8).collect();
+        assert!(feed(&noise, &sha256(&noise), &pieces, &files).is_err());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_frame_asking_for_a_huge_window_is_refused_not_allocated() {
+        let (dir, files, pieces) = scratch("window");
+        // A streamed frame (no content size) that declares a 1 GiB window.
+        let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+        enc.set_parameter(zstd::zstd_safe::CParameter::WindowLog(30))
+            .unwrap();
+        std::io::Write::write_all(&mut enc, &[7u8; 2500]).unwrap();
+        let z = enc.finish().unwrap();
+        let e = feed(&z, &sha256(&z), &pieces, &files).unwrap_err();
+        assert!(e.to_string().contains("layer"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
