@@ -21,6 +21,12 @@ enum Kind {
     Weak(Weak<dyn Resource>),
     Static(&'static dyn Resource),
     Nested(Weak<Context>),
+    /// An adapter the context owns (an async resource's), live while the resource it stands
+    /// for is: the registration is as weak as any other.
+    Owned {
+        adapter: Arc<dyn Resource>,
+        alive: Weak<dyn Any + Send + Sync>,
+    },
 }
 
 /// A registration: what, and its hook timeout (`None`: the global default).
@@ -83,6 +89,7 @@ impl Entry {
             Kind::Weak(w) => w.strong_count() > 0,
             Kind::Static(_) => true,
             Kind::Nested(c) => c.strong_count() > 0,
+            Kind::Owned { alive, .. } => alive.strong_count() > 0,
         }
     }
 }
@@ -177,6 +184,43 @@ impl Context {
         Entry { kind, timeout }
     }
 
+    /// Registers a resource whose hooks are async, held weakly: at a checkpoint its hook's
+    /// future is spawned with `spawner` on the runtime it stands for, and the cycle waits for
+    /// it under the global hook timeout, in this context's order, like any other hook (see
+    /// [`AsyncResource`](crate::AsyncResource)).
+    pub fn register_async<R: crate::AsyncResource>(
+        &self,
+        resource: &Arc<R>,
+        spawner: &crate::Spawner,
+    ) {
+        self.push(Self::async_entry(resource, spawner, None));
+    }
+
+    /// [`register_async`](Self::register_async) with a hook timeout of its own.
+    pub fn register_async_with_timeout<R: crate::AsyncResource>(
+        &self,
+        resource: &Arc<R>,
+        spawner: &crate::Spawner,
+        timeout: Duration,
+    ) {
+        self.push(Self::async_entry(resource, spawner, Some(timeout)));
+    }
+
+    fn async_entry<R: crate::AsyncResource>(
+        resource: &Arc<R>,
+        spawner: &crate::Spawner,
+        timeout: Option<Duration>,
+    ) -> Entry {
+        let any: Arc<dyn Any + Send + Sync> = resource.clone();
+        Entry {
+            kind: Kind::Owned {
+                adapter: Arc::new(crate::async_resource::Adapter::new(resource, spawner)),
+                alive: Arc::downgrade(&any),
+            },
+            timeout,
+        }
+    }
+
     /// Registers a resource given as a trait object, held weakly. (A `Context` registered this
     /// way is one resource: its resources are bounded together by its timeout.)
     pub fn register_dyn(&self, resource: &Arc<dyn Resource>) {
@@ -237,6 +281,9 @@ impl Context {
             let live = match &entry.kind {
                 Kind::Weak(w) => w.upgrade().map(Live::Arc),
                 Kind::Static(s) => Some(Live::Static(*s)),
+                Kind::Owned { adapter, alive } => {
+                    (alive.strong_count() > 0).then(|| Live::Arc(adapter.clone()))
+                }
                 Kind::Nested(c) => {
                     if let Some(c) = c.upgrade() {
                         let prefix = format!("{prefix}{}/", c.name);

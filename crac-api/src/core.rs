@@ -114,6 +114,20 @@ impl Core {
         result
     }
 
+    /// [`checkpoint_restore`](Self::checkpoint_restore) as a future, for async code: the
+    /// cycle runs on a thread of its own, so the awaiting task's runtime goes on (and runs the
+    /// async hooks' futures, [`Context::register_async`](crate::Context::register_async)). It
+    /// completes in the original and in every restored process, as the blocking call returns.
+    /// Dropping it does not cancel a cycle that started.
+    pub fn checkpoint_restore_async() -> crate::CheckpointFuture {
+        crate::CheckpointFuture::new(CheckpointOptions::default())
+    }
+
+    /// [`checkpoint_restore_with`](Self::checkpoint_restore_with) as a future.
+    pub fn checkpoint_restore_async_with(options: &CheckpointOptions) -> crate::CheckpointFuture {
+        crate::CheckpointFuture::new(options.clone())
+    }
+
     /// The checkpoint history of this process.
     pub fn management() -> Management {
         STATE.lock().clone()

@@ -125,6 +125,17 @@ impl GlobalContext {
         self.levels[priority.index()].register(resource);
     }
 
+    /// Registers a resource with async hooks at the given level, held weakly; its hooks'
+    /// futures are spawned with `spawner` (see [`Context::register_async`]).
+    pub fn register_async<R: crate::AsyncResource>(
+        &self,
+        resource: &Arc<R>,
+        priority: Priority,
+        spawner: &crate::Spawner,
+    ) {
+        self.levels[priority.index()].register_async(resource, spawner);
+    }
+
     /// The context of one level, e.g. to nest a context of your own under it.
     pub fn context(&self, priority: Priority) -> &Context {
         &self.levels[priority.index()]

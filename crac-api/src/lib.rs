@@ -50,6 +50,7 @@
 //! linked.
 #![warn(missing_docs)]
 
+mod async_resource;
 mod context;
 mod core;
 mod discovery;
@@ -66,6 +67,7 @@ pub mod spi;
 mod uniqueness;
 mod wipe;
 
+pub use crate::async_resource::{AsyncResource, BoxFuture, CheckpointFuture, Spawner};
 pub use crate::context::Context;
 pub use crate::core::Core;
 pub use crate::error::{CheckpointError, ContextFailures, HookTimedOut, Phase, ResourceFailure};
