@@ -70,13 +70,14 @@ pub mod testing {
 pub use consumer::{
     AutoOffsetReset, ConfigError as ConsumerConfigError, Consumer, ConsumerCheckpointError,
     ConsumerConfig, ConsumerError, ConsumerGroupMetadata, ConsumerRebalanceListener,
-    ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TopicPartition,
+    ConsumerRecord, ConsumerRecords, OffsetAndMetadata, RecordStream, TopicPartition,
 };
 pub use network::security::{OAuthBearerToken, OAuthBearerTokenProvider};
 pub use producer::{
-    Acks, CheckpointDrainError, CheckpointTransactionPolicy, ConfigError, DeliveryFuture,
-    ProduceError, Producer, ProducerConfig, ProducerMetrics, ProducerRecord, RecordMetadata,
-    TimeoutError, TransactionAction, TransactionError, TransactionState, TransactionalIdPolicy,
+    Accepted, Acks, CheckpointDrainError, CheckpointTransactionPolicy, ConfigError, DeliveryFuture,
+    FlushFuture, ProduceError, Producer, ProducerConfig, ProducerMetrics, ProducerRecord,
+    RecordMetadata, SendFuture, ThreadFuture, TimeoutError, TransactionAction, TransactionError,
+    TransactionState, TransactionalIdPolicy,
 };
 // The protocol's types that the API shows: in errors, in records, in the configuration.
 pub use protocol::record::{Compression, Header, OwnedHeader};

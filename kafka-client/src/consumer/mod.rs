@@ -18,6 +18,7 @@ pub mod rebalance;
 pub mod record;
 mod shared;
 mod sticky;
+mod stream;
 mod validation;
 
 use std::collections::{BTreeSet, HashMap};
@@ -39,6 +40,7 @@ pub use self::record::{
     ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TimestampType, TopicPartition,
 };
 use self::shared::{RebalanceStep, Shared, Subscription};
+pub use self::stream::{CommitFuture, RecordStream};
 use crate::network::checkpoint::CheckpointState;
 use crate::network::{Event, NetworkClient, NetworkConfig};
 pub use crate::protocol::messages::fetch::IsolationLevel;

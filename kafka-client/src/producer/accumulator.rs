@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
+use std::task::Waker;
 
 use super::delivery::{BatchCallbacks, BatchOutcome, BatchResult, DeliveryFuture};
 use super::error::ProduceError;
@@ -275,6 +276,36 @@ pub(crate) struct Drained {
     pub next_ready: Option<Instant>,
 }
 
+/// How an append that cannot go on now waits.
+pub(crate) enum Wait<'a> {
+    /// Blocks the calling thread, up to `max.block.ms`.
+    Block,
+    /// Returns [`Append::Pending`]; the task of `waker` (if any yet) is woken when it may go
+    /// on. `epoch`: the restore epoch of the send's first attempt.
+    Task {
+        waker: Option<&'a Waker>,
+        epoch: u64,
+    },
+}
+
+/// What an append did.
+pub(crate) enum Append {
+    /// Accepted: the report, unless a callback has it.
+    Done(Option<DeliveryFuture>),
+    /// Not accepted yet (async only): nothing was written.
+    Pending,
+}
+
+/// What [`RecordAccumulator::hold`] did.
+enum Held {
+    /// Waited: look again.
+    Again,
+    /// `max.block.ms` passed.
+    TimedOut,
+    /// The task is registered (async): return.
+    Pending,
+}
+
 /// The accumulator shared by `send()` callers and the sender thread.
 pub(crate) struct RecordAccumulator {
     config: AccumulatorConfig,
@@ -283,6 +314,9 @@ pub(crate) struct RecordAccumulator {
     changed: Condvar,
     /// Signalled when batches complete (flush, drain).
     completed: Condvar,
+    /// The tasks of async `send`s and flushes waiting for what `changed` or `completed` signal
+    /// (woken with them; a stale one costs a spurious poll).
+    wakers: Mutex<Vec<Waker>>,
     /// The checkpoint gate: while set, `send()` waits.
     paused: AtomicBool,
     /// `send()` waits for the metadata of a topic in `wanted`.
@@ -328,6 +362,7 @@ impl RecordAccumulator {
             }),
             changed: Condvar::new(),
             completed: Condvar::new(),
+            wakers: Mutex::new(Vec::new()),
             paused: AtomicBool::new(false),
             wanted_pending: AtomicBool::new(false),
             rebased_ns: AtomicU64::new(0),
@@ -339,6 +374,28 @@ impl RecordAccumulator {
 
     fn rebased(&self) -> Duration {
         Duration::from_nanos(self.rebased_ns.load(Ordering::Acquire))
+    }
+
+    /// Wakes the threads and the tasks waiting for a change.
+    fn notify_changed(&self) {
+        self.changed.notify_all();
+        self.wake_tasks();
+    }
+
+    /// Wakes every async waiter (they check again what they wait for).
+    fn wake_tasks(&self) {
+        let wakers = std::mem::take(&mut *self.wakers.lock());
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Registers a task to wake at the next change, once.
+    fn register(&self, waker: &Waker) {
+        let mut ws = self.wakers.lock();
+        if !ws.iter().any(|w| w.will_wake(waker)) {
+            ws.push(waker.clone());
+        }
     }
 
     /// Waits on `changed` until `deadline` (shifted by restores that happened meanwhile).
@@ -370,6 +427,31 @@ impl RecordAccumulator {
         self.wait(st, start + self.config.max_block, rebased)
     }
 
+    /// What a `send` that cannot go on now does: block the thread (`max.block.ms`), or, async,
+    /// register its task (if it has one yet) and return.
+    fn hold(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        wait: &mut Wait<'_>,
+        since: &mut Option<(Instant, Duration)>,
+    ) -> Held {
+        match wait {
+            Wait::Block => {
+                if self.block(st, since) {
+                    Held::Again
+                } else {
+                    Held::TimedOut
+                }
+            }
+            Wait::Task { waker, .. } => {
+                if let Some(w) = waker {
+                    self.register(w);
+                }
+                Held::Pending
+            }
+        }
+    }
+
     /// The most bytes the open batch may hold with the next record: `batch.size` (`limit`),
     /// or, while its partition is held back, up to `grow_max` if `buffer.memory` (`used` of
     /// it) has room for what the batch's buffer would take past its reservation (its
@@ -398,8 +480,25 @@ impl RecordAccumulator {
     pub fn append<F>(
         &self,
         rec: &ProducerRecord<'_>,
-        mut callback: Option<F>,
+        callback: Option<F>,
     ) -> Result<Option<DeliveryFuture>, ProduceError>
+    where
+        F: FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static,
+    {
+        match self.append_with(rec, callback, &mut Wait::Block)? {
+            Append::Done(report) => Ok(report),
+            Append::Pending => unreachable!("a blocking append never returns pending"),
+        }
+    }
+
+    /// [`append`](Self::append) that waits as `wait` says: blocking, or (async) returning
+    /// [`Append::Pending`] with the task registered to be woken when it may go on.
+    pub fn append_with<F>(
+        &self,
+        rec: &ProducerRecord<'_>,
+        mut callback: Option<F>,
+        wait: &mut Wait<'_>,
+    ) -> Result<Append, ProduceError>
     where
         F: FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static,
     {
@@ -435,8 +534,12 @@ impl RecordAccumulator {
                 waiting_for: Arc::from(what),
             };
         // A send() that waits across a checkpoint must not complete in every restored copy of
-        // the image (each would send the same record): there it fails, typed.
-        let epoch = crac_api::restore_epoch();
+        // the image (each would send the same record): there it fails, typed. (An async send
+        // keeps the epoch of its first attempt across its polls.)
+        let epoch = match wait {
+            Wait::Task { epoch, .. } => *epoch,
+            Wait::Block => crac_api::restore_epoch(),
+        };
         let mut st = self.state.lock();
         loop {
             if let Some(reason) = &st.closed {
@@ -450,13 +553,16 @@ impl RecordAccumulator {
                 });
             }
             if self.paused.load(Ordering::Acquire) {
-                if !self.block(&mut st, &mut since) {
-                    return Err(blocked(
-                        "the checkpoint in progress to finish".into(),
-                        since,
-                    ));
+                match self.hold(&mut st, wait, &mut since) {
+                    Held::Again => continue,
+                    Held::Pending => return Ok(Append::Pending),
+                    Held::TimedOut => {
+                        return Err(blocked(
+                            "the checkpoint in progress to finish".into(),
+                            since,
+                        ));
+                    }
                 }
-                continue;
             }
             let ti = match st.find_topic(rec.topic) {
                 Some(i) if st.topics[i].error.is_some() => {
@@ -475,10 +581,13 @@ impl RecordAccumulator {
                     }
                     self.wanted_pending.store(true, Ordering::Release);
                     (self.wake)();
-                    if !self.block(&mut st, &mut since) {
-                        return Err(blocked(format!("metadata of topic {}", rec.topic), since));
+                    match self.hold(&mut st, wait, &mut since) {
+                        Held::Again => continue,
+                        Held::Pending => return Ok(Append::Pending),
+                        Held::TimedOut => {
+                            return Err(blocked(format!("metadata of topic {}", rec.topic), since));
+                        }
                     }
-                    continue;
                 }
             };
             let partitions = st.topics[ti].partitions;
@@ -567,7 +676,7 @@ impl RecordAccumulator {
                     if full && !was_full {
                         (self.wake)();
                     }
-                    return Ok(report);
+                    return Ok(Append::Done(report));
                 }
                 b.closed = true;
                 // Every batch of the partition is full now: Java's check before a new batch.
@@ -579,16 +688,19 @@ impl RecordAccumulator {
             let alloc = batch_size.max(needed);
             if st.used + alloc > self.config.buffer_memory {
                 (self.wake)();
-                if !self.block(&mut st, &mut since) {
-                    return Err(blocked(
-                        format!(
-                            "buffer memory (buffer.memory={} bytes in use by unsent records)",
-                            self.config.buffer_memory
-                        ),
-                        since,
-                    ));
+                match self.hold(&mut st, wait, &mut since) {
+                    Held::Again => continue,
+                    Held::Pending => return Ok(Append::Pending),
+                    Held::TimedOut => {
+                        return Err(blocked(
+                            format!(
+                                "buffer memory (buffer.memory={} bytes in use by unsent records)",
+                                self.config.buffer_memory
+                            ),
+                            since,
+                        ));
+                    }
                 }
-                continue;
             }
             st.used += alloc;
             Counters::set(&self.counters.buffer_used, st.used as u64);
@@ -651,7 +763,7 @@ impl RecordAccumulator {
             drop(st);
             Counters::add(&self.counters.records_queued, 1);
             (self.wake)();
-            return Ok(report);
+            return Ok(Append::Done(report));
         }
     }
 
@@ -681,7 +793,7 @@ impl RecordAccumulator {
         tq.available = available;
         tq.error = error;
         drop(st);
-        self.changed.notify_all();
+        self.notify_changed();
     }
 
     /// Takes the batches that can be sent now, per leader, each node's request bounded by
@@ -959,6 +1071,7 @@ impl RecordAccumulator {
             .fetch_sub(records as u64, Ordering::Relaxed);
         self.changed.notify_all();
         self.completed.notify_all();
+        self.wake_tasks();
     }
 
     /// Records accepted and not completed.
@@ -976,6 +1089,18 @@ impl RecordAccumulator {
         let mut st = self.state.lock();
         st.flush_until = st.next_id - 1;
         st.flush_until
+    }
+
+    /// Whether every batch up to `id` completed; if not, the task of `waker` is woken when
+    /// batches complete (an async flush).
+    pub fn poll_flush(&self, id: u64, waker: &Waker) -> bool {
+        let st = self.state.lock();
+        if st.incomplete.first().is_none_or(|&first| first > id) {
+            return true;
+        }
+        // Registered under the state lock: a completion after this check wakes it.
+        self.register(waker);
+        false
     }
 
     /// Waits until every batch up to `id` completed, or `deadline`.
@@ -1004,7 +1129,7 @@ impl RecordAccumulator {
     /// Refuses new records from now on.
     pub fn close(&self, reason: Option<Arc<str>>) {
         self.state.lock().closed = Some(reason);
-        self.changed.notify_all();
+        self.notify_changed();
     }
 
     /// Records (or clears) why the cluster cannot be reached with the security settings, and
@@ -1014,7 +1139,7 @@ impl RecordAccumulator {
         if st.security_error.is_some() || e.is_some() {
             st.security_error = e;
             drop(st);
-            self.changed.notify_all();
+            self.notify_changed();
         }
     }
 
@@ -1036,7 +1161,7 @@ impl RecordAccumulator {
             let _st = self.state.lock();
             self.paused.store(false, Ordering::Release);
         }
-        self.changed.notify_all();
+        self.notify_changed();
     }
 
     /// Shifts the deadlines of queued batches and of blocked `send()`s by `by`.
@@ -1058,7 +1183,7 @@ impl RecordAccumulator {
         self.rebased_ns
             .fetch_add(by.as_nanos().min(u64::MAX as u128) as u64, Ordering::AcqRel);
         drop(st);
-        self.changed.notify_all();
+        self.notify_changed();
     }
 }
 

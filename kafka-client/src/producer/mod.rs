@@ -4,6 +4,7 @@
 //! `checkpoint` (the CRaC resource) and `metrics`.
 
 mod accumulator;
+mod async_api;
 pub(crate) mod checkpoint;
 pub mod config;
 pub mod delivery;
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use self::accumulator::{AccumulatorConfig, NoCallback, RecordAccumulator};
+pub use self::async_api::{Accepted, FlushFuture, SendFuture, ThreadFuture};
 pub use self::config::{
     Acks, CheckpointTransactionPolicy, ConfigError, ProducerConfig, TransactionalIdPolicy,
 };

@@ -1,0 +1,140 @@
+//! The consumer as an async `Stream`, against the fake broker (`support/fake_broker.rs`), on a
+//! current-thread tokio runtime: every record once and in order per partition, the runtime
+//! never held up while the stream awaits records (a 1 ms ticker keeps ticking), a `next()`
+//! dropped while it waits loses nothing, and a stream dropped between items gives back what it
+//! fetched: committing what it yielded and starting again loses and repeats nothing.
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_core::Stream;
+use kafka_client::{RecordStream, TopicPartition};
+use parking_lot::Mutex;
+
+mod support;
+use support::clients::{T, consumer, fill};
+use support::fake_broker::FakeCluster;
+
+/// The tests one at a time: the ticker measures its thread's scheduling.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// The stream's next item's value (the test's records all have one).
+async fn next(s: &mut RecordStream) -> String {
+    let r = poll_fn(|cx| Pin::new(&mut *s).poll_next(cx))
+        .await
+        .expect("the stream goes on")
+        .expect("a record");
+    format!(
+        "{}:{}",
+        r.partition,
+        String::from_utf8(r.value.unwrap()).unwrap()
+    )
+}
+
+fn values(partition: i32, range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("{partition}:v{i}")).collect()
+}
+
+fn fill_values(c: &FakeCluster, partition: i32, range: std::ops::Range<usize>) {
+    let vals: Vec<String> = range.map(|i| format!("v{i}")).collect();
+    for chunk in vals.chunks(50) {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        fill(c, partition, &refs);
+    }
+}
+
+#[test]
+fn a_stream_yields_every_record_once_in_order_without_holding_up_its_runtime() {
+    let _serial = SERIAL.lock();
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 2);
+    fill_values(&c, 0, 0..300);
+    fill_values(&c, 1, 0..300);
+    let con = consumer(&c, &[("max.poll.records", "64")]);
+    con.assign(&[TopicPartition::new(T, 0), TopicPartition::new(T, 1)])
+        .unwrap();
+    let gap = runtime().block_on(async {
+        let mut s = con.stream();
+        let mut got = Vec::new();
+        for _ in 0..600 {
+            got.push(next(&mut s).await);
+        }
+        for p in 0..2 {
+            let mine: Vec<String> = got
+                .iter()
+                .filter(|v| v.starts_with(&format!("{p}:")))
+                .cloned()
+                .collect();
+            assert_eq!(mine, values(p, 0..300), "partition {p}: once, in order");
+        }
+        // Nothing more for now: the stream waits, the runtime ticks on.
+        let gap = Arc::new(Mutex::new(Duration::ZERO));
+        let g = gap.clone();
+        let tick = tokio::spawn(async move {
+            let mut last = Instant::now();
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let now = Instant::now();
+                let mut m = g.lock();
+                *m = (*m).max(now - last);
+                last = now;
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        *gap.lock() = Duration::ZERO;
+        let waited = tokio::time::timeout(Duration::from_millis(300), next(&mut s)).await;
+        assert!(waited.is_err(), "no record to yield: {waited:?}");
+        // That dropped `next()` lost nothing: a record arriving now is the next one.
+        fill(&c, 0, &["late"]);
+        assert_eq!(next(&mut s).await, "0:late");
+        tick.abort();
+        *gap.lock()
+    });
+    assert!(
+        gap < Duration::from_millis(20),
+        "the runtime's only thread was held {gap:?} while the stream awaited records"
+    );
+}
+
+#[test]
+fn a_stream_dropped_between_items_loses_and_repeats_nothing() {
+    let _serial = SERIAL.lock();
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    fill_values(&c, 0, 0..400);
+    let tp = TopicPartition::new(T, 0);
+    let first = runtime().block_on(async {
+        let con = consumer(&c, &[("max.poll.records", "100")]);
+        con.assign(std::slice::from_ref(&tp)).unwrap();
+        let mut s = con.stream();
+        let mut got = Vec::new();
+        // Fewer than one poll's worth: the rest of the batch is fetched and not yielded.
+        for _ in 0..37 {
+            got.push(next(&mut s).await);
+        }
+        s.commit().await.unwrap();
+        got
+    });
+    assert_eq!(first, values(0, 0..37));
+    // The next consumer of the group starts after what was yielded and committed.
+    let rest = runtime().block_on(async {
+        let con = consumer(&c, &[]);
+        con.assign(std::slice::from_ref(&tp)).unwrap();
+        let mut s = con.stream();
+        let mut got = Vec::new();
+        for _ in 37..400 {
+            got.push(next(&mut s).await);
+        }
+        got
+    });
+    assert_eq!(rest, values(0, 37..400), "nothing lost, nothing repeated");
+}
