@@ -6,8 +6,7 @@
 
 use std::future::poll_fn;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_core::Stream;
 use kafka_client::{RecordStream, TopicPartition};
@@ -16,6 +15,7 @@ use parking_lot::Mutex;
 mod support;
 use support::clients::{T, consumer, fill};
 use support::fake_broker::FakeCluster;
+use support::ticker::Ticker;
 
 /// The tests one at a time: the ticker measures its thread's scheduling.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -77,27 +77,15 @@ fn a_stream_yields_every_record_once_in_order_without_holding_up_its_runtime() {
             assert_eq!(mine, values(p, 0..300), "partition {p}: once, in order");
         }
         // Nothing more for now: the stream waits, the runtime ticks on.
-        let gap = Arc::new(Mutex::new(Duration::ZERO));
-        let g = gap.clone();
-        let tick = tokio::spawn(async move {
-            let mut last = Instant::now();
-            loop {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                let now = Instant::now();
-                let mut m = g.lock();
-                *m = (*m).max(now - last);
-                last = now;
-            }
-        });
+        let tick = Ticker::start();
         tokio::time::sleep(Duration::from_millis(10)).await;
-        *gap.lock() = Duration::ZERO;
+        tick.reset();
         let waited = tokio::time::timeout(Duration::from_millis(300), next(&mut s)).await;
         assert!(waited.is_err(), "no record to yield: {waited:?}");
         // That dropped `next()` lost nothing: a record arriving now is the next one.
         fill(&c, 0, &["late"]);
         assert_eq!(next(&mut s).await, "0:late");
-        tick.abort();
-        *gap.lock()
+        tick.stop()
     });
     assert!(
         gap < Duration::from_millis(20),

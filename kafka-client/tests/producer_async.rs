@@ -5,7 +5,7 @@
 //! `close_async` complete without blocking the runtime.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kafka_client::ProducerRecord;
 use kafka_client::testing::protocol::ApiKey;
@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 mod support;
 use support::clients::{T, producer, values};
 use support::fake_broker::{Action, FakeCluster};
+use support::ticker::Ticker;
 
 /// The tests of this file one at a time: the ticker measures its thread's scheduling, which
 /// the other tests' threads would disturb on two cores.
@@ -24,23 +25,6 @@ fn current_thread() -> tokio::runtime::Runtime {
         .enable_time()
         .build()
         .unwrap()
-}
-
-/// A 1 ms ticker on the current runtime; the returned cell holds its longest gap.
-fn ticker() -> (Arc<Mutex<Duration>>, tokio::task::JoinHandle<()>) {
-    let gap = Arc::new(Mutex::new(Duration::ZERO));
-    let g = gap.clone();
-    let task = tokio::spawn(async move {
-        let mut last = Instant::now();
-        loop {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            let now = Instant::now();
-            let mut m = g.lock();
-            *m = (*m).max(now - last);
-            last = now;
-        }
-    });
-    (gap, task)
 }
 
 #[test]
@@ -65,9 +49,9 @@ fn send_async_awaits_a_full_buffer_without_blocking_the_runtime() {
     let sent: Vec<String> = (0..2_000).map(|i| format!("{i:0>200}")).collect();
     let rt = current_thread();
     let gap = rt.block_on(async {
-        let (gap, tick) = ticker();
+        let tick = Ticker::start();
         tokio::time::sleep(Duration::from_millis(10)).await;
-        *gap.lock() = Duration::ZERO;
+        tick.reset();
         let mut reports = Vec::new();
         for v in &sent {
             let rec = ProducerRecord::new(T).partition(0).value(v.as_bytes());
@@ -78,8 +62,7 @@ fn send_async_awaits_a_full_buffer_without_blocking_the_runtime() {
             r.await.unwrap();
         }
         p.flush_async().await;
-        tick.abort();
-        *gap.lock()
+        tick.stop()
     });
     assert_eq!(values(&c, 0), sent, "every record once, in order");
     assert!(

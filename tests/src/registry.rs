@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -132,4 +133,36 @@ impl Drop for Registry {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// An ed25519 key pair made by openssl in `dir`: the private key `NAME.pem` (0600) and a
+/// directory `trust-NAME` (0700) holding only its public key, as `crac pull --trust` reads it.
+pub fn keypair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let key = dir.join(format!("{name}.pem"));
+    let trust = dir.join(format!("trust-{name}"));
+    std::fs::create_dir_all(&trust).unwrap();
+    std::fs::set_permissions(&trust, std::fs::Permissions::from_mode(0o700)).unwrap();
+    openssl(
+        Command::new("openssl")
+            .args(["genpkey", "-algorithm", "ed25519", "-out"])
+            .arg(&key),
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    openssl(
+        Command::new("openssl")
+            .args(["pkey", "-pubout", "-in"])
+            .arg(&key)
+            .arg("-out")
+            .arg(trust.join(format!("{name}.pub"))),
+    );
+    (key, trust)
+}
+
+fn openssl(c: &mut Command) {
+    let o = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    assert!(
+        o.status.success(),
+        "{c:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

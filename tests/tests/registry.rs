@@ -7,13 +7,13 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use crac_tests::criu_app::{app_command, assert_killed_by_dump, flip_byte, wait_sealed};
 use crac_tests::process::{Proc, TempDir, alive, crac_command, must};
-use crac_tests::registry::Registry;
+use crac_tests::registry::{Registry, keypair};
 
 const APP: &str = env!("CARGO_BIN_EXE_criu_app");
 const CRAC: &str = env!("CARGO_BIN_EXE_crac-under-test");
@@ -30,25 +30,6 @@ fn image(img: &Path) -> (i32, String) {
         must(&ready, "pid").parse().unwrap(),
         must(&ready, "checksum").to_owned(),
     )
-}
-
-/// An ed25519 key pair made by openssl: the private key (0600) and a directory holding only
-/// its public key.
-fn keypair(dir: &TempDir, name: &str) -> (PathBuf, PathBuf) {
-    let key = dir.join(&format!("{name}.pem"));
-    let trust = dir.join(&format!("trust-{name}"));
-    fs::create_dir_all(&trust).unwrap();
-    fs::set_permissions(&trust, fs::Permissions::from_mode(0o700)).unwrap();
-    run(Command::new("openssl")
-        .args(["genpkey", "-algorithm", "ed25519", "-out"])
-        .arg(&key));
-    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
-    run(Command::new("openssl")
-        .args(["pkey", "-pubout", "-in"])
-        .arg(&key)
-        .arg("-out")
-        .arg(trust.join(format!("{name}.pub"))));
-    (key, trust)
 }
 
 fn run(c: &mut Command) -> Output {
@@ -125,7 +106,7 @@ fn a_signed_image_pushed_and_pulled_through_both_registries_restores_with_its_st
     let dir = TempDir::new("registry-roundtrip");
     let img = dir.join("image");
     let (pid, checksum) = image(&img);
-    let (key, trust) = keypair(&dir, "a");
+    let (key, trust) = keypair(dir.path(), "a");
     let trust = trust.to_str().unwrap();
     let image_bytes: u64 = fs::read_dir(&img)
         .unwrap()
@@ -218,8 +199,8 @@ fn unsigned_untrusted_and_tampered_artifacts_are_refused_before_criu_runs() {
     let dir = TempDir::new("registry-refusals");
     let img = dir.join("image");
     let (pid, _) = image(&img);
-    let (key_a, trust_a) = keypair(&dir, "a");
-    let (key_b, _) = keypair(&dir, "b");
+    let (key_a, trust_a) = keypair(dir.path(), "a");
+    let (key_b, _) = keypair(dir.path(), "b");
     let trust_a = trust_a.to_str().unwrap();
     let r = reg.plain();
     let pulled = dir.join("pulled");
@@ -290,7 +271,7 @@ fn an_image_whose_cpu_features_this_host_lacks_is_refused_before_its_pages_downl
     let dir = TempDir::new("registry-cpu");
     let img = dir.join("image");
     let (pid, _) = image(&img);
-    let (key, trust) = keypair(&dir, "a");
+    let (key, trust) = keypair(dir.path(), "a");
     // A feature this CPU lacks, recorded as if the image came from a newer CPU; the image
     // sealed again so that only the feature differs.
     let host = crac_criu::testing::host_features();

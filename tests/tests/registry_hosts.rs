@@ -9,15 +9,13 @@
 //! Same kernel, same CPU, same files: what really differs between hosts, and what the image's
 //! annotations check, is in docs/images.md.
 
-use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::Duration;
 
 use crac_tests::kafka::Cluster;
 use crac_tests::netns::Host;
 use crac_tests::process::{Proc, TempDir, crac_checkpoint, criu, must, wait_acked};
-use crac_tests::registry::Registry;
+use crac_tests::registry::{Registry, keypair};
 use crac_tests::stream::check_stream;
 
 const SERVICE: &str = env!("CARGO_BIN_EXE_kafka_service");
@@ -35,27 +33,6 @@ fn run(c: &mut Command) -> String {
     text
 }
 
-/// An ed25519 key pair made by openssl: the private key and a directory with its public key.
-fn keypair(dir: &TempDir) -> (String, String) {
-    let key = dir.join("signing.pem");
-    let trust = dir.join("trusted");
-    fs::create_dir_all(&trust).unwrap();
-    fs::set_permissions(&trust, fs::Permissions::from_mode(0o700)).unwrap();
-    run(Command::new("openssl")
-        .args(["genpkey", "-algorithm", "ed25519", "-out"])
-        .arg(&key));
-    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
-    run(Command::new("openssl")
-        .args(["pkey", "-pubout", "-in"])
-        .arg(&key)
-        .arg("-out")
-        .arg(trust.join("ci.pub")));
-    (
-        key.to_str().unwrap().to_owned(),
-        trust.to_str().unwrap().to_owned(),
-    )
-}
-
 #[test]
 fn a_service_checkpointed_on_one_host_produces_on_another_after_a_push_and_a_pull() {
     let a = Host::new(1, "host-a");
@@ -68,7 +45,8 @@ fn a_service_checkpointed_on_one_host_produces_on_another_after_a_push_and_a_pul
     let reg = Registry::start_also("hosts", &[&a.gateway, &b.gateway]);
     let dir = TempDir::new("hosts");
     let img = dir.join("image");
-    let (key, trust) = keypair(&dir);
+    let (key, trust) = keypair(dir.path(), "ci");
+    let (key, trust) = (key.to_str().unwrap(), trust.to_str().unwrap());
 
     // On A: the service, reaching the cluster at A's addresses only.
     let mut svc = a.command(SERVICE);
@@ -98,7 +76,7 @@ fn a_service_checkpointed_on_one_host_produces_on_another_after_a_push_and_a_pul
         &push_ref,
         "--plain-http",
         "--sign",
-        &key,
+        key,
     ]);
     let pushed = run(&mut push);
     assert!(pushed.contains("signed by ed25519:"), "{pushed}");
@@ -114,7 +92,7 @@ fn a_service_checkpointed_on_one_host_produces_on_another_after_a_push_and_a_pul
         &pull_ref,
         "--plain-http",
         "--trust",
-        &trust,
+        trust,
         "--pull-to",
         pulled.to_str().unwrap(),
         "--env",

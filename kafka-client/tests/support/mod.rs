@@ -3,3 +3,4 @@
 pub mod clients;
 pub mod fake_broker;
 pub mod hostile;
+pub mod ticker;
