@@ -39,6 +39,8 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod completion;
+pub use completion::Completion;
 pub mod config;
 pub mod consumer;
 pub(crate) mod network;

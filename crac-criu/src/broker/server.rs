@@ -362,18 +362,12 @@ fn dump_and_seal(
         }
         seal::seal(&tmp, &b.key, caller.uid, name)
     })();
-    let tmp_name = tmp
-        .path()
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("")
-        .to_owned();
     if let Err(e) = r {
         let _ = std::fs::remove_dir_all(tmp.path());
         return Err(e);
     }
     let _ = std::fs::remove_dir_all(store.path().join(name));
-    sys::renameat(store.fd(), &tmp_name, name).map_err(|e| format!("rename: {e}"))?;
+    sys::renameat(store.fd(), tmp.name(), name).map_err(|e| format!("rename: {e}"))?;
     Ok(store.path().join(name))
 }
 

@@ -286,6 +286,12 @@ impl Dir {
         &self.path
     }
 
+    /// The last component of that path: for a directory [`make_temp`](Self::make_temp) made,
+    /// the name it chose, to rename it in its parent.
+    pub fn name(&self) -> &str {
+        self.path.file_name().and_then(|n| n.to_str()).unwrap_or("")
+    }
+
     /// `/proc/self/fd/N`: a path that always means this very directory (for programs that
     /// take paths, such as `criu -D`, in this process or a child that inherits the fd).
     pub fn proc_path(&self) -> PathBuf {

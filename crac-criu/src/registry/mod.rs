@@ -27,7 +27,12 @@ pub(crate) const EMPTY_TYPE: &str = "application/vnd.oci.empty.v1+json";
 /// The tag a signature of the manifest `digest` lives under (cosign's convention:
 /// `sha256-<hex>.sig`), for registries without the referrers API.
 pub(crate) fn signature_tag(digest: &str) -> String {
-    format!("{}.sig", digest.replacen(':', "-", 1))
+    format!("{}.sig", digest_name(digest))
+}
+
+/// A digest as a name a tag or a file may have: `sha256-<hex>`.
+pub(crate) fn digest_name(digest: &str) -> String {
+    digest.replacen(':', "-", 1)
 }
 
 /// Whether a `crac restore` argument names a registry artifact rather than a directory: no

@@ -106,7 +106,7 @@ pub fn pull_cached(
     let remote = remote(reference, reach)?;
     let rt = runtime()?;
     let c = rt.block_on(checked_manifest(&remote, trust))?;
-    let name = c.digest.replacen(':', "-", 1);
+    let name = super::digest_name(&c.digest);
     let path = cache.path().join(&name);
     if cache.stat(&name).ok().flatten().is_some_and(|m| m.is_dir()) {
         note(&format!(
@@ -120,23 +120,13 @@ pub fn pull_cached(
     let io =
         |e: io::Error| Error::new(ErrorKind::Other, format!("{}: {e}", cache.path().display()));
     let tmp = cache.make_temp(".pull-").map_err(io)?;
-    let tmp_name = tmp
-        .path()
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("")
-        .to_owned();
     let r = rt.block_on(write_image(&remote, &tmp, &c));
-    if r.is_ok() && sys::renameat(cache.fd(), &tmp_name, &name).is_ok() {
+    if r.is_ok() && sys::renameat(cache.fd(), tmp.name(), &name).is_ok() {
         return r.map(|p| (path, Some(p)));
     }
     // Failed, or another restore renamed its copy first (then that one is used).
     remove_files(&tmp, &c.layout);
-    let _ = rustix::fs::unlinkat(
-        cache.fd(),
-        tmp_name.as_str(),
-        rustix::fs::AtFlags::REMOVEDIR,
-    );
+    let _ = rustix::fs::unlinkat(cache.fd(), tmp.name(), rustix::fs::AtFlags::REMOVEDIR);
     r.map(|_| (path, None))
 }
 

@@ -23,6 +23,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use super::{Consumer, ConsumerError, ConsumerRecord, OffsetAndMetadata, TopicPartition};
+use crate::completion::{Completion, completion};
 
 /// How long the polling thread's `poll()` waits before it looks at the stream again.
 const POLL_SLICE: Duration = Duration::from_millis(100);
@@ -166,22 +167,15 @@ impl RecordStream {
             .iter()
             .map(|(tp, o)| (tp.clone(), OffsetAndMetadata::new(*o)))
             .collect();
-        let cell: CommitCell = Arc::new(Mutex::new((None, None)));
-        let c = cell.clone();
-        let r = self
+        let (done, future) = completion();
+        match self
             .shared
             .consumer
-            .commit_async_offsets(&offsets, move |r| {
-                let mut g = c.lock();
-                g.0 = Some(r);
-                if let Some(w) = g.1.take() {
-                    w.wake();
-                }
-            });
-        if let Err(e) = r {
-            cell.lock().0 = Some(Err(e));
+            .commit_async_offsets(&offsets, move |r| done.complete(r))
+        {
+            Ok(()) => future,
+            Err(e) => Completion::ready(Err(e)),
         }
-        CommitFuture { cell }
     }
 
     /// A restored copy does not yield what the image held fetched: given back (module
@@ -244,26 +238,5 @@ impl Drop for RecordStream {
     }
 }
 
-/// A commit's answer, once the callback has it, and the task waiting for it.
-type CommitCell = Arc<Mutex<(Option<Result<(), ConsumerError>>, Option<Waker>)>>;
-
-/// The future of [`RecordStream::commit`].
-#[must_use = "futures do nothing unless polled"]
-pub struct CommitFuture {
-    cell: CommitCell,
-}
-
-impl std::future::Future for CommitFuture {
-    type Output = Result<(), ConsumerError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut g = self.cell.lock();
-        match g.0.take() {
-            Some(r) => Poll::Ready(r),
-            None => {
-                g.1 = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    }
-}
+/// The future of [`RecordStream::commit`]: the commit's answer, once its callback has it.
+pub type CommitFuture = Completion<Result<(), ConsumerError>>;

@@ -23,6 +23,7 @@ use super::{
     DeliveryFuture, ProduceError, Producer, ProducerInner, ProducerRecord, RecordMetadata,
     TimeoutError,
 };
+use crate::completion::{Completion, completion};
 use crate::protocol::record::Header;
 
 /// A record owned by a waiting [`SendFuture`].
@@ -174,45 +175,23 @@ impl Future for FlushFuture {
     }
 }
 
-/// A result computed on a thread of its own, as a future.
-#[must_use = "futures do nothing unless polled"]
-pub struct ThreadFuture<T> {
-    shared: Arc<parking_lot::Mutex<(Option<T>, Option<std::task::Waker>)>>,
-}
+/// A result computed on a thread of its own, as a future ([`Producer::close_async`]).
+pub type ThreadFuture<T> = Completion<T>;
 
-impl<T: Send + 'static> ThreadFuture<T> {
-    fn spawn(name: &str, f: impl FnOnce() -> T + Send + 'static) -> Self {
-        let shared = Arc::new(parking_lot::Mutex::new((None, None::<std::task::Waker>)));
-        let s = shared.clone();
-        let run = move || {
-            let r = f();
-            let mut g = s.lock();
-            g.0 = Some(r);
-            if let Some(w) = g.1.take() {
-                w.wake();
-            }
-        };
-        if let Err(e) = std::thread::Builder::new().name(name.into()).spawn(run) {
-            // No thread: nothing can run it; the caller learns it at once.
-            tracing::error!(%e, "cannot start a thread for {name}");
-        }
-        ThreadFuture { shared }
+/// Runs `f` on a thread named `name`; the future resolves with its result.
+fn on_thread<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> ThreadFuture<T> {
+    let (done, future) = completion();
+    if let Err(e) = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || done.complete(f()))
+    {
+        // No thread: nothing can run it; the caller learns it at once.
+        tracing::error!(%e, "cannot start a thread for {name}");
     }
-}
-
-impl<T> Future for ThreadFuture<T> {
-    type Output = T;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let mut g = self.shared.lock();
-        match g.0.take() {
-            Some(r) => Poll::Ready(r),
-            None => {
-                g.1 = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    }
+    future
 }
 
 impl Producer {
@@ -261,6 +240,6 @@ impl Producer {
     /// the producer's I/O thread) and the future resolves with its result.
     pub fn close_async(&self, timeout: Duration) -> ThreadFuture<Result<(), TimeoutError>> {
         let inner = self.inner.clone();
-        ThreadFuture::spawn("kafka-producer-close", move || inner.close(timeout))
+        on_thread("kafka-producer-close", move || inner.close(timeout))
     }
 }
