@@ -760,6 +760,29 @@ pub fn new_session() -> io::Result<()> {
     Ok(())
 }
 
+/// Children of `pid` (from `/proc/PID/task/*/children`, in the PID namespace of the `/proc`
+/// mount); empty when it cannot be read.
+pub fn children(pid: i32) -> Vec<i32> {
+    children_in(&format!("/proc/{pid}/task"))
+}
+
+/// Children of this process (through `/proc/self`, right whichever namespace `/proc` shows).
+pub fn own_children() -> Vec<i32> {
+    children_in("/proc/self/task")
+}
+
+fn children_in(tasks: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(d) = std::fs::read_dir(tasks) {
+        for t in d.filter_map(Result::ok) {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(s.split_whitespace().filter_map(|x| x.parse::<i32>().ok()));
+            }
+        }
+    }
+    out
+}
+
 /// The effective uid.
 pub fn euid() -> u32 {
     rustix::process::geteuid().as_raw()

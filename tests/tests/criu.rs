@@ -479,6 +479,28 @@ fn a_session_leader_outside_the_pid_namespace_does_not_stop_a_checkpoint() {
     let out = unshare(&in_pidns(""));
     assert_eq!(must(&out, "outcome"), "continued", "{out}");
     assert!(img.join("inventory.img").exists());
+    // Its children started in the old session, which leading a new one does not move: said
+    // so, with the fix, instead of CRIU's words.
+    let out = outcome_of(
+        &dir.join("image-children"),
+        &[
+            ("CRAC_CHECKPOINT_MODE", "leave-running"),
+            ("APP_CHILD", "1"),
+        ],
+        Some(&[
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "bash",
+            "-c",
+            &in_pidns(""),
+        ]),
+    );
+    assert!(
+        out.contains("outcome=error") && out.contains("(sleep)") && out.contains("`setsid`"),
+        "{out}"
+    );
     // The program as PID 1 itself cannot work: CRIU's helper would be its child. Said so.
     let out = unshare(&in_pidns("exec"));
     assert!(

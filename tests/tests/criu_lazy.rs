@@ -329,7 +329,10 @@ fn a_copy_whose_checks_are_not_over_does_not_outlive_crac_restore() {
         let dir = TempDir::new("lazy-guard");
         let img = dir.join("image");
         let env = [("APP_SPARSE", "1"), ("APP_CHILD", "1"), ("APP_MB", "512")];
-        let mut p = Proc::spawn("criu_app", &mut app_command(APP, &img, &env));
+        // In a session of its own, as a service with children is started: a session leader
+        // outside the PID namespace (a CI runner's) would keep its child from being dumped.
+        let mut c = app_command("setsid", &img, &env);
+        let mut p = Proc::spawn("criu_app", c.arg(APP));
         let child: i32 = must(&p.expect("child ", T), "pid").parse().unwrap();
         p.expect("ready ", T);
         assert_killed_by_dump(&mut p, T);

@@ -383,6 +383,22 @@ fn ensure_dumpable_session() -> Result<(), Error> {
         // Unknown: let CRIU judge.
         Err(_) => return Ok(()),
     }
+    // Children started before now keep the old session (setsid moves only this process), and
+    // CRIU would refuse them with the same words: say what to do instead.
+    let kids = sys::own_children();
+    if !kids.is_empty() {
+        let named: Vec<String> = kids.iter().take(5).map(|&k| describe_pid(k)).collect();
+        return Err(Error::new(
+            ErrorKind::Refused,
+            format!(
+                "checkpoint refused: this process's session leader is outside its PID namespace, \
+                 which CRIU cannot dump; this process could lead a session of its own, but its \
+                 children ({}) started in the old one and would still be refused; start the \
+                 program with `setsid` (or from a process inside its PID namespace)",
+                named.join(", ")
+            ),
+        ));
+    }
     match sys::new_session() {
         Ok(()) => {
             tracing::info!(
@@ -401,6 +417,18 @@ fn ensure_dumpable_session() -> Result<(), Error> {
             ),
         )),
     }
+}
+
+/// `PID (name)` for a message (pid and name as this process's `/proc` shows them).
+fn describe_pid(pid: i32) -> String {
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let comm: String = comm
+        .trim()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(16)
+        .collect();
+    format!("{pid} ({comm})")
 }
 
 fn io_err(what: &str, e: std::io::Error) -> Error {

@@ -237,7 +237,7 @@ fn end_trees(roots: &[OwnedFd]) {
         if budget == 0 {
             break;
         }
-        for c in super::children(pid) {
+        for c in crate::sys::children(pid) {
             if all.iter().any(|(p, _)| *p == c) {
                 continue;
             }

@@ -176,19 +176,6 @@ pub(crate) fn wait_pids_free(
     }
 }
 
-/// Children of `pid` (from `/proc/PID/task/*/children`).
-fn children(pid: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    if let Ok(d) = fs::read_dir(format!("/proc/{pid}/task")) {
-        for t in d.filter_map(Result::ok) {
-            if let Ok(s) = fs::read_to_string(t.path().join("children")) {
-                out.extend(s.split_whitespace().filter_map(|x| x.parse::<i32>().ok()));
-            }
-        }
-    }
-    out
-}
-
 fn fd_is_open(fd: i32) -> bool {
     Path::new(&format!("/proc/self/fd/{fd}")).exists()
 }
@@ -605,9 +592,9 @@ fn wait_bounded(
 /// The host pid of the process that is `ns_pid` in the namespace whose init is the child of
 /// `unshare_pid` (`None` if it has already ended and been reaped).
 fn host_pid(unshare_pid: i32, ns_pid: i32) -> Option<i32> {
-    children(unshare_pid)
+    sys::children(unshare_pid)
         .into_iter()
-        .flat_map(children)
+        .flat_map(sys::children)
         .find(|&p| ns_pids(p).last() == Some(&ns_pid))
 }
 
