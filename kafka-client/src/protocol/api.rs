@@ -28,8 +28,18 @@ pub enum ApiKey {
     LeaveGroup,
     /// SyncGroup (14).
     SyncGroup,
+    /// DescribeGroups (15).
+    DescribeGroups,
+    /// ListGroups (16).
+    ListGroups,
     /// ApiVersions (18).
     ApiVersions,
+    /// CreateTopics (19).
+    CreateTopics,
+    /// DeleteTopics (20).
+    DeleteTopics,
+    /// DeleteRecords (21).
+    DeleteRecords,
     /// InitProducerId (22).
     InitProducerId,
     /// OffsetForLeaderEpoch (23).
@@ -42,8 +52,26 @@ pub enum ApiKey {
     EndTxn,
     /// TxnOffsetCommit (28).
     TxnOffsetCommit,
+    /// DescribeConfigs (32).
+    DescribeConfigs,
+    /// CreatePartitions (37).
+    CreatePartitions,
+    /// IncrementalAlterConfigs (44).
+    IncrementalAlterConfigs,
+    /// OffsetDelete (47).
+    OffsetDelete,
+    /// DescribeCluster (60).
+    DescribeCluster,
+    /// DescribeProducers (61).
+    DescribeProducers,
+    /// DescribeTransactions (65).
+    DescribeTransactions,
+    /// ListTransactions (66).
+    ListTransactions,
     /// ConsumerGroupHeartbeat (68).
     ConsumerGroupHeartbeat,
+    /// ConsumerGroupDescribe (69).
+    ConsumerGroupDescribe,
     /// Any other key.
     Other(i16),
 }
@@ -63,14 +91,28 @@ impl ApiKey {
             ApiKey::Heartbeat => 12,
             ApiKey::LeaveGroup => 13,
             ApiKey::SyncGroup => 14,
+            ApiKey::DescribeGroups => 15,
+            ApiKey::ListGroups => 16,
             ApiKey::ApiVersions => 18,
+            ApiKey::CreateTopics => 19,
+            ApiKey::DeleteTopics => 20,
+            ApiKey::DeleteRecords => 21,
             ApiKey::InitProducerId => 22,
             ApiKey::OffsetForLeaderEpoch => 23,
             ApiKey::AddPartitionsToTxn => 24,
             ApiKey::AddOffsetsToTxn => 25,
             ApiKey::EndTxn => 26,
             ApiKey::TxnOffsetCommit => 28,
+            ApiKey::DescribeConfigs => 32,
+            ApiKey::CreatePartitions => 37,
+            ApiKey::IncrementalAlterConfigs => 44,
+            ApiKey::OffsetDelete => 47,
+            ApiKey::DescribeCluster => 60,
+            ApiKey::DescribeProducers => 61,
+            ApiKey::DescribeTransactions => 65,
+            ApiKey::ListTransactions => 66,
             ApiKey::ConsumerGroupHeartbeat => 68,
+            ApiKey::ConsumerGroupDescribe => 69,
             ApiKey::Other(k) => k,
         }
     }
@@ -89,14 +131,28 @@ impl ApiKey {
             12 => ApiKey::Heartbeat,
             13 => ApiKey::LeaveGroup,
             14 => ApiKey::SyncGroup,
+            15 => ApiKey::DescribeGroups,
+            16 => ApiKey::ListGroups,
             18 => ApiKey::ApiVersions,
+            19 => ApiKey::CreateTopics,
+            20 => ApiKey::DeleteTopics,
+            21 => ApiKey::DeleteRecords,
             22 => ApiKey::InitProducerId,
             23 => ApiKey::OffsetForLeaderEpoch,
             24 => ApiKey::AddPartitionsToTxn,
             25 => ApiKey::AddOffsetsToTxn,
             26 => ApiKey::EndTxn,
             28 => ApiKey::TxnOffsetCommit,
+            32 => ApiKey::DescribeConfigs,
+            37 => ApiKey::CreatePartitions,
+            44 => ApiKey::IncrementalAlterConfigs,
+            47 => ApiKey::OffsetDelete,
+            60 => ApiKey::DescribeCluster,
+            61 => ApiKey::DescribeProducers,
+            65 => ApiKey::DescribeTransactions,
+            66 => ApiKey::ListTransactions,
             68 => ApiKey::ConsumerGroupHeartbeat,
+            69 => ApiKey::ConsumerGroupDescribe,
             k => ApiKey::Other(k),
         }
     }
