@@ -321,6 +321,26 @@ fn the_fd_check_names_a_connected_socket_and_the_process_goes_on() {
 }
 
 #[test]
+fn the_fd_check_refuses_an_io_uring_instance_with_the_fix() {
+    let dir = TempDir::new("io-uring");
+    let img = dir.join("image");
+    let mut orig = Proc::spawn("criu_app", &mut app(&img, &[("APP_IO_URING", "1")]));
+    let out = orig.expect("outcome=", T);
+    assert_eq!(must(&out, "outcome"), "error", "{out}");
+    assert!(
+        out.contains("anon_inode:[io_uring] is open") && out.contains("epoll-based runtime"),
+        "{out}"
+    );
+    assert_eq!(
+        must(&out, "worker_advancing"),
+        "true",
+        "the process goes on"
+    );
+    assert!(!img.join("inventory.img").exists(), "no image");
+    assert!(orig.wait(T).success(), "{}", orig.transcript());
+}
+
+#[test]
 fn crac_checkpoint_pid_checkpoints_a_running_program() {
     let dir = TempDir::new("external");
     let img = dir.join("image");

@@ -286,7 +286,17 @@ pub fn scan() -> Scan {
             } else if let Some(u) = unix.get(&ino) {
                 unix_peer(fd, ino, u, me, &mut scan);
             }
-        } else if target == "anon_inode:[io_uring]" || target == "anon_inode:[userfaultfd]" {
+        } else if target == "anon_inode:[io_uring]" {
+            scan.refused.push(Refusal {
+                fd,
+                reason: "anon_inode:[io_uring] is open: an io_uring instance (an async runtime \
+                         on io_uring such as tokio-uring, glommio or monoio, or the ring used \
+                         directly), which CRIU cannot checkpoint; run the I/O on an epoll-based \
+                         runtime (tokio's default, smol, async-std), or close the ring in \
+                         before_checkpoint and open a new one in after_restore"
+                    .to_owned(),
+            });
+        } else if target == "anon_inode:[userfaultfd]" {
             scan.refused.push(Refusal {
                 fd,
                 reason: format!(

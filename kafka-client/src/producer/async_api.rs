@@ -11,6 +11,11 @@
 //! [`ProduceError::RestoredWhileWaiting`] (each copy would otherwise send the same record).
 //! Unlike `send()`, it is not bounded by `max.block.ms`: bound it with the runtime's timeout
 //! (`tokio::time::timeout`), which drops it, sending nothing.
+//!
+//! Transactions: `init_transactions_async` and its siblings return a [`TransactionFuture`]
+//! that runs the blocking call's steps. A transactional record belongs to the transaction it
+//! was sent in: one still waiting to be accepted when that transaction ends is refused
+//! (await [`SendFuture::accepted`] before committing).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,11 +24,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::accumulator::{Append, NoCallback, Wait};
+use super::transaction::{Call, TransactionError, TransactionFuture, TransactionManager};
 use super::{
     DeliveryFuture, ProduceError, Producer, ProducerInner, ProducerRecord, RecordMetadata,
     TimeoutError,
 };
 use crate::completion::{Completion, completion};
+use crate::consumer::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
 use crate::protocol::record::Header;
 
 /// A record owned by a waiting [`SendFuture`].
@@ -74,9 +81,17 @@ impl OwnedRecord {
     }
 }
 
+/// What a waiting record must still match to be accepted.
+struct Admission {
+    /// The restore epoch when it was sent: a restored copy does not send it.
+    epoch: u64,
+    /// The transaction it was sent in (transactional producers): accepted only into that one.
+    transaction: Option<u64>,
+}
+
 enum SendState {
     /// Not accepted yet: the producer, the record, the restore epoch of the first attempt.
-    Waiting(Arc<ProducerInner>, Box<OwnedRecord>, u64),
+    Waiting(Arc<ProducerInner>, Box<OwnedRecord>, Admission),
     /// Accepted: its delivery report.
     Delivering(DeliveryFuture),
     /// Failed before it was accepted.
@@ -105,12 +120,19 @@ impl SendFuture {
 
     /// Tries to get the record accepted; `Pending` with the task registered when it must wait.
     fn poll_accept(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let SendState::Waiting(inner, rec, epoch) = &self.state {
+        if let SendState::Waiting(inner, rec, admission) = &self.state {
             let mut wait = Wait::Task {
                 waker: Some(cx.waker()),
-                epoch: *epoch,
+                epoch: admission.epoch,
             };
-            self.state = match rec.append(inner, &mut wait) {
+            let appended = match (&inner.txn, admission.transaction) {
+                (Some(t), Some(begun)) => t
+                    .check_send_in(begun)
+                    .map_err(ProduceError::Transaction)
+                    .and_then(|()| rec.append(inner, &mut wait)),
+                _ => rec.append(inner, &mut wait),
+            };
+            self.state = match appended {
                 Ok(Append::Pending) => return Poll::Pending,
                 Ok(Append::Done(Some(report))) => SendState::Delivering(report),
                 Ok(Append::Done(None)) => unreachable!("no callback: a report"),
@@ -205,7 +227,11 @@ impl Producer {
                 state: SendState::Failed(Some(e)),
             };
         }
-        let epoch = crac_api::restore_epoch();
+        let admission = Admission {
+            epoch: crac_api::restore_epoch(),
+            transaction: self.inner.txn.as_ref().map(|t| t.begun()),
+        };
+        let epoch = admission.epoch;
         // Accepted at once (the common case): no copy of the record.
         let mut first = Wait::Task { waker: None, epoch };
         let state = match self
@@ -218,7 +244,7 @@ impl Producer {
             Ok(Append::Pending) => SendState::Waiting(
                 self.inner.clone(),
                 Box::new(OwnedRecord::of(&record)),
-                epoch,
+                admission,
             ),
             Err(e) => SendState::Failed(Some(e)),
         };
@@ -241,5 +267,56 @@ impl Producer {
     pub fn close_async(&self, timeout: Duration) -> ThreadFuture<Result<(), TimeoutError>> {
         let inner = self.inner.clone();
         on_thread("kafka-producer-close", move || inner.close(timeout))
+    }
+}
+
+/// Transactions for async code: the calls of [`Producer::init_transactions`] and its siblings
+/// as [`TransactionFuture`]s, under the same rules (see there for a future that is dropped).
+impl Producer {
+    /// [`init_transactions`](Self::init_transactions) as a future.
+    pub fn init_transactions_async(&self) -> TransactionFuture {
+        self.transaction_future("init_transactions()", |t| Ok(t.init_call()))
+    }
+
+    /// [`begin_transaction`](Self::begin_transaction) as a future: ready at once but while a
+    /// checkpoint is under way or a restored copy takes its producer id.
+    pub fn begin_transaction_async(&self) -> TransactionFuture {
+        self.transaction_future("begin_transaction()", |_| Ok(Call::Begin))
+    }
+
+    /// [`send_offsets_to_transaction`](Self::send_offsets_to_transaction) as a future.
+    pub fn send_offsets_to_transaction_async(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        group: &ConsumerGroupMetadata,
+    ) -> TransactionFuture {
+        self.transaction_future("send_offsets_to_transaction()", |t| {
+            t.send_offsets_call(offsets, group)
+        })
+    }
+
+    /// [`commit_transaction`](Self::commit_transaction) as a future.
+    pub fn commit_transaction_async(&self) -> TransactionFuture {
+        let flush = self.flush_now();
+        self.transaction_future("commit_transaction()", |t| Ok(t.commit_call(flush)))
+    }
+
+    /// [`abort_transaction`](Self::abort_transaction) as a future.
+    pub fn abort_transaction_async(&self) -> TransactionFuture {
+        self.transaction_future("abort_transaction()", |t| Ok(t.abort_call()))
+    }
+
+    fn transaction_future(
+        &self,
+        operation: &'static str,
+        call: impl FnOnce(&TransactionManager) -> Result<Call, TransactionError>,
+    ) -> TransactionFuture {
+        match self
+            .transactions(operation)
+            .and_then(|t| Ok((t.clone(), call(t)?)))
+        {
+            Ok((t, call)) => TransactionFuture::new(t, call),
+            Err(e) => TransactionFuture::failed(e),
+        }
     }
 }

@@ -37,8 +37,10 @@ use self::metrics::Counters;
 pub use self::metrics::ProducerMetrics;
 pub use self::record::{ProducerRecord, RecordMetadata};
 use self::sender::{Command, Sender};
-use self::transaction::TransactionManager;
-pub use self::transaction::{TransactionAction, TransactionError, TransactionState};
+use self::transaction::{Call, TransactionManager};
+pub use self::transaction::{
+    TransactionAction, TransactionError, TransactionFuture, TransactionState,
+};
 use crate::consumer::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
 use crate::network::checkpoint::CheckpointState;
 use crate::network::{Event, NetworkClient, NetworkConfig};
@@ -319,14 +321,23 @@ impl Producer {
     fn transactions(
         &self,
         operation: &'static str,
-    ) -> Result<&TransactionManager, TransactionError> {
+    ) -> Result<&Arc<TransactionManager>, TransactionError> {
         if self.inner.acc.is_closed() {
             return Err(TransactionError::Closed { operation });
         }
         self.inner
             .txn
-            .as_deref()
+            .as_ref()
             .ok_or(TransactionError::NotTransactional { operation })
+    }
+
+    /// What a commit does once the state allows it: send every record now (ignoring
+    /// `linger.ms`).
+    fn flush_now(&self) -> impl FnOnce() + Send + 'static {
+        let inner = self.inner.clone();
+        move || {
+            inner.acc.begin_flush();
+        }
     }
 
     /// Java's `initTransactions()`: takes a producer id and epoch for `transactional.id`.
@@ -336,14 +347,15 @@ impl Producer {
     /// [`TransactionError::Timeout`] leaves it going: call it again). A restored copy takes
     /// its producer id again by itself.
     pub fn init_transactions(&self) -> Result<(), TransactionError> {
-        self.transactions("init_transactions()")?.init()
+        let t = self.transactions("init_transactions()")?;
+        t.wait(t.init_call())
     }
 
     /// Java's `beginTransaction()`: records sent from now on belong to a new transaction.
     /// Waits (up to `max.block.ms`) while a checkpoint is under way and while a restored
     /// copy takes its producer id.
     pub fn begin_transaction(&self) -> Result<(), TransactionError> {
-        self.transactions("begin_transaction()")?.begin()
+        self.transactions("begin_transaction()")?.wait(Call::Begin)
     }
 
     /// Java's `sendOffsetsToTransaction(offsets, groupMetadata)`: commits a consumer's
@@ -358,25 +370,24 @@ impl Producer {
         offsets: &[(TopicPartition, OffsetAndMetadata)],
         group: &ConsumerGroupMetadata,
     ) -> Result<(), TransactionError> {
-        self.transactions("send_offsets_to_transaction()")?
-            .send_offsets(offsets, group)
+        let t = self.transactions("send_offsets_to_transaction()")?;
+        t.wait(t.send_offsets_call(offsets, group)?)
     }
 
     /// Java's `commitTransaction()`: sends every record of the transaction at once (ignoring
     /// `linger.ms`), waits for each one's answer, then commits. A record that failed makes it
     /// fail with [`TransactionError::Abortable`]: abort, and do the work again.
     pub fn commit_transaction(&self) -> Result<(), TransactionError> {
-        let acc = &self.inner.acc;
-        self.transactions("commit_transaction()")?.commit(|| {
-            acc.begin_flush();
-        })
+        let t = self.transactions("commit_transaction()")?;
+        t.wait(t.commit_call(self.flush_now()))
     }
 
     /// Java's `abortTransaction()`: records not sent yet are dropped (their reports fail
     /// with [`TransactionError::Aborted`]), the rest are answered, then the transaction is
     /// aborted: `read_committed` consumers never see its records.
     pub fn abort_transaction(&self) -> Result<(), TransactionError> {
-        self.transactions("abort_transaction()")?.abort()
+        let t = self.transactions("abort_transaction()")?;
+        t.wait(t.abort_call())
     }
 
     /// Where the transactional producer stands (`None` without `transactional.id`).

@@ -9,6 +9,8 @@
 //!   closes it in `before_checkpoint` only from the second attempt on.
 //! - `APP_LISTEN=1`: hold a listening TCP socket; after the checkpoint, serve one connection.
 //! - `APP_OPEN_FILE=PATH`: hold PATH open for writing (not appending) across the checkpoint.
+//! - `APP_IO_URING=1`: hold an io_uring instance open (what an io_uring runtime holds),
+//!   which the fd check refuses.
 //! - `APP_CHILD=1`: start a child (`sleep 3600`, or `APP_CHILD_EXE 3600`) before the
 //!   checkpoint: it is dumped and restored with the tree; prints `child pid=N`.
 //! - `APP_HANG_ONCE=1`: also register a resource (`hangs-once`) whose first `before_checkpoint`
@@ -331,6 +333,7 @@ fn main() {
         say(&format!("child pid={}", c.id()));
         c
     });
+    let _ring = env_flag("APP_IO_URING").then(io_uring);
     let _held = std::env::var_os("APP_OPEN_FILE").map(|p| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -425,4 +428,21 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     std::process::exit(code);
+}
+
+/// Opens an io_uring instance of 4 entries, as an io_uring runtime does at start.
+fn io_uring() -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // struct io_uring_params is 120 bytes; zeroed asks for the defaults.
+    let mut params = [0u8; 120];
+    // SAFETY: io_uring_setup(2) writes at most sizeof(struct io_uring_params) bytes into
+    // `params`, which is that large, and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 4u32, params.as_mut_ptr()) };
+    assert!(
+        fd >= 0,
+        "io_uring_setup: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: the descriptor was just created and is owned by nobody else.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
 }

@@ -6,7 +6,8 @@
 //! here and, but for `begin`, hand the sender thread an operation and wait (up to
 //! `max.block.ms`) for its outcome; the sender thread (`io`) talks to the transaction and
 //! group coordinators and completes it. One operation at a time: a call that timed out leaves
-//! its operation going, and the same call made again waits for it, as in Java.
+//! its operation going, and the same call made again waits for it, as in Java. The calls are
+//! steps ([`calls`]) that a blocking method and a future drive alike.
 //!
 //! Errors are sorted as Java sorts them: fencing (`PRODUCER_FENCED`, `INVALID_PRODUCER_EPOCH`),
 //! `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, `INVALID_TXN_STATE` and answers the client cannot
@@ -19,18 +20,22 @@
 //! after a restore the producer takes a producer id again under the restored copy's
 //! `transactional.id` (`TransactionManager::restored`).
 
+mod calls;
 pub(super) mod error;
 pub(crate) mod io;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+pub(crate) use self::calls::Call;
+pub use self::calls::TransactionFuture;
 pub use self::error::{TransactionAction, TransactionError, TransactionState};
 use super::config::CheckpointTransactionPolicy;
-use crate::consumer::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
+use crate::consumer::{OffsetAndMetadata, TopicPartition};
 use crate::protocol::ErrorCode;
 
 /// Offsets to commit in the open transaction, with the consumer group they belong to.
@@ -103,6 +108,8 @@ pub(crate) struct Core {
     /// The checkpoint aborted the application's transaction: its next call on it says so,
     /// and its `abort_transaction()` then succeeds at once.
     abort_owed: Option<TransactionError>,
+    /// Tasks of the async calls waiting for a change (woken with the condition variable).
+    tasks: Vec<Waker>,
 }
 
 impl Core {
@@ -169,6 +176,9 @@ pub(crate) struct TransactionManager {
     changed: Condvar,
     /// `core.state`, readable without the lock (`send()` checks it for every record).
     fast_state: AtomicU8,
+    /// Transactions begun so far: a record that waited to be accepted belongs to the one it
+    /// was sent in, or to none.
+    begun: AtomicU64,
     wake: Box<dyn Fn() + Send + Sync>,
     max_block: Duration,
 }
@@ -206,7 +216,7 @@ impl std::ops::DerefMut for Locked<'_> {
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         if self.changed {
-            self.mgr.changed.notify_all();
+            self.notify();
         }
     }
 }
@@ -219,7 +229,7 @@ impl Locked<'_> {
         }
         if self.changed {
             // Others may be waiting for what this caller changed.
-            self.mgr.changed.notify_all();
+            self.notify();
             self.changed = false;
         }
         let _ = self.mgr.changed.wait_until(&mut self.core, deadline);
@@ -227,6 +237,14 @@ impl Locked<'_> {
     }
 
     /// Moves to `to`, as Java's `TransactionManager.transitionTo` allows.
+    /// Wakes the threads and the tasks waiting for a change.
+    fn notify(&mut self) {
+        self.mgr.changed.notify_all();
+        for task in self.core.tasks.drain(..) {
+            task.wake();
+        }
+    }
+
     pub fn set_state(&mut self, to: TransactionState) {
         use TransactionState::*;
         let from = self.core.state;
@@ -358,9 +376,11 @@ impl TransactionManager {
                 next_op: 1,
                 gate_closed: false,
                 abort_owed: None,
+                tasks: Vec::new(),
             }),
             changed: Condvar::new(),
             fast_state: AtomicU8::new(TransactionState::Uninitialized.index()),
+            begun: AtomicU64::new(0),
             wake,
             max_block,
         }
@@ -382,6 +402,26 @@ impl TransactionManager {
     /// The `transactional.id` in use.
     pub fn transactional_id(&self) -> Arc<str> {
         self.core.lock().id.clone()
+    }
+
+    /// How many transactions have begun (see [`check_send_in`](Self::check_send_in)).
+    pub fn begun(&self) -> u64 {
+        self.begun.load(Ordering::Acquire)
+    }
+
+    /// Whether a record sent while transaction number `begun` was open may be added now: only
+    /// while that same transaction is still open (an async send accepted after its
+    /// transaction's commit would otherwise land in the next one, or in none).
+    pub fn check_send_in(&self, begun: u64) -> Result<(), TransactionError> {
+        self.check_send()?;
+        if self.begun() != begun {
+            return Err(TransactionError::InvalidState {
+                operation: "send_async()",
+                state: self.state(),
+                hint: "the transaction it was sent in ended before the record was accepted: await `accepted()` before committing",
+            });
+        }
+        Ok(())
     }
 
     /// Whether `send()` may add a record now: only inside a transaction (an atomic load on
@@ -427,201 +467,6 @@ impl TransactionManager {
             operation,
             after: self.max_block,
         }
-    }
-
-    /// Runs an operation: `start` checks the state and returns the operation to hand the
-    /// sender (or `None` when done at once); then waits for its outcome. A call made again
-    /// after it timed out waits for the same operation.
-    fn run(
-        &self,
-        method: &'static str,
-        start: impl FnOnce(&mut Locked<'_>) -> Result<Option<OpKind>, TransactionError>,
-    ) -> Result<(), TransactionError> {
-        let deadline = self.deadline();
-        let mut core = self.lock();
-        // An operation of the producer's own (the re-init after a restore, the checkpoint's
-        // abort) finishes first.
-        while core.op.as_ref().is_some_and(|o| o.internal) {
-            if !core.wait_until(deadline) {
-                return Err(self.timeout(method));
-            }
-        }
-        let id = match &core.op {
-            Some(op) if op.kind.method() == method => op.id,
-            Some(op) => {
-                return Err(TransactionError::InvalidState {
-                    operation: method,
-                    state: core.state,
-                    hint: match op.kind {
-                        OpKind::Init => "init_transactions() timed out earlier: call it again",
-                        OpKind::SendOffsets(_) => {
-                            "send_offsets_to_transaction() timed out earlier: call it again"
-                        }
-                        OpKind::Commit => "commit_transaction() timed out earlier: call it again",
-                        OpKind::Abort => "abort_transaction() timed out earlier: call it again",
-                    },
-                });
-            }
-            None => {
-                let Some(kind) = start(&mut core)? else {
-                    return Ok(());
-                };
-                let id = core.start_op(kind, false);
-                (self.wake)();
-                id
-            }
-        };
-        loop {
-            if let Some(op) = core.op.as_mut().filter(|o| o.id == id)
-                && let Some(outcome) = op.outcome.take()
-            {
-                core.op = None;
-                return outcome;
-            }
-            if core.op.as_ref().is_none_or(|o| o.id != id) {
-                return Err(Self::refusal(&core)
-                    .unwrap_or_else(|| core.invalid(method, "the operation was cancelled")));
-            }
-            if !core.wait_until(deadline) {
-                return Err(self.timeout(method));
-            }
-        }
-    }
-}
-
-/// The application's calls (the producer's public methods call these).
-impl TransactionManager {
-    /// `init_transactions()`: a producer id and epoch for the `transactional.id` (which also
-    /// aborts what an earlier producer with that id left open, and fences it).
-    pub fn init(&self) -> Result<(), TransactionError> {
-        self.run(OpKind::Init.method(), |core| {
-            if let Some(e) = Self::refusal(core) {
-                return Err(e);
-            }
-            match core.state {
-                TransactionState::Uninitialized => {
-                    core.set_state(TransactionState::Initializing);
-                    Ok(Some(OpKind::Init))
-                }
-                _ => Err(core.invalid(
-                    "init_transactions()",
-                    "call it once, before the first transaction (a restored copy takes its producer id by itself)",
-                )),
-            }
-        })
-    }
-
-    /// `begin_transaction()`. Waits (up to `max.block.ms`) while a checkpoint is under way
-    /// and while a restored copy takes its producer id.
-    pub fn begin(&self) -> Result<(), TransactionError> {
-        const METHOD: &str = "begin_transaction()";
-        let deadline = self.deadline();
-        let mut core = self.lock();
-        loop {
-            if let Some(e) = Self::refusal(&core) {
-                return Err(e);
-            }
-            let internal_op = core.op.as_ref().is_some_and(|o| o.internal);
-            match core.state {
-                TransactionState::Ready if !core.gate_closed && !internal_op => {
-                    core.started = false;
-                    core.bump_epoch = false;
-                    core.set_state(TransactionState::InTransaction);
-                    return Ok(());
-                }
-                TransactionState::Ready | TransactionState::Initializing
-                    if core.gate_closed || internal_op =>
-                {
-                    if !core.wait_until(deadline) {
-                        return Err(self.timeout(METHOD));
-                    }
-                }
-                TransactionState::Uninitialized => {
-                    return Err(core.invalid(METHOD, "call init_transactions() first"));
-                }
-                TransactionState::Initializing => {
-                    return Err(core.invalid(
-                        METHOD,
-                        "init_transactions() timed out earlier: call it again",
-                    ));
-                }
-                _ => {
-                    return Err(
-                        core.invalid(METHOD, "a transaction is open: commit or abort it first")
-                    );
-                }
-            }
-        }
-    }
-
-    /// `send_offsets_to_transaction()`: the consumer's offsets committed with the transaction.
-    pub fn send_offsets(
-        &self,
-        offsets: &[(TopicPartition, OffsetAndMetadata)],
-        group: &ConsumerGroupMetadata,
-    ) -> Result<(), TransactionError> {
-        const METHOD: &str = "send_offsets_to_transaction()";
-        let Some(group_id) = group.group_id.clone() else {
-            return Err(TransactionError::InvalidState {
-                operation: METHOD,
-                state: self.state(),
-                hint: "the consumer group metadata has no group.id",
-            });
-        };
-        let work = Arc::new(SendOffsets {
-            group_id,
-            generation_id: group.generation_id,
-            member_id: group.member_id.clone(),
-            group_instance_id: group.group_instance_id.clone(),
-            offsets: offsets.to_vec(),
-        });
-        self.run(METHOD, move |core| {
-            if let Some(e) = Self::refusal(core) {
-                return Err(e);
-            }
-            if core.state != TransactionState::InTransaction {
-                return Err(core.invalid(METHOD, "call begin_transaction() first"));
-            }
-            Ok((!work.offsets.is_empty()).then_some(OpKind::SendOffsets(work)))
-        })
-    }
-
-    /// `commit_transaction()`. `flush` is called once the state allows the commit, to send
-    /// every record now (ignoring `linger.ms`).
-    pub fn commit(&self, flush: impl FnOnce()) -> Result<(), TransactionError> {
-        const METHOD: &str = "commit_transaction()";
-        self.run(METHOD, |core| {
-            if let Some(e) = Self::refusal(core) {
-                return Err(e);
-            }
-            if core.state != TransactionState::InTransaction {
-                return Err(core.invalid(METHOD, "call begin_transaction() first"));
-            }
-            core.set_state(TransactionState::Committing);
-            flush();
-            Ok(Some(OpKind::Commit))
-        })
-    }
-
-    /// `abort_transaction()`.
-    pub fn abort(&self) -> Result<(), TransactionError> {
-        const METHOD: &str = "abort_transaction()";
-        self.run(METHOD, |core| {
-            if core.state == TransactionState::FatalError {
-                return Err(core.error.clone().expect("fatal state has its error"));
-            }
-            if core.abort_owed.take().is_some() {
-                // The checkpoint aborted it already.
-                return Ok(None);
-            }
-            match core.state {
-                TransactionState::InTransaction | TransactionState::AbortableError => {
-                    core.set_state(TransactionState::Aborting);
-                    Ok(Some(OpKind::Abort))
-                }
-                _ => Err(core.invalid(METHOD, "no transaction is open")),
-            }
-        })
     }
 }
 
