@@ -76,7 +76,10 @@ impl Broker {
 
     /// The test service, as the user, checkpointing itself to the broker's image `name`.
     fn app(&self, dir: &UserDir, uid: u32, gid: u32, name: &str, env: &[(&str, &str)]) -> Proc {
-        let mut c = self.as_user(uid, gid, &[&dir.exe(APP)]);
+        // In a session of its own (`setsid` execs it, same pid), as a service is started: a
+        // session leader outside the PID namespace (a CI runner's) would keep a child of it
+        // from being dumped.
+        let mut c = self.as_user(uid, gid, &["setsid", &dir.exe(APP)]);
         c.env("CRAC_CHECKPOINT_TO", dir.join(name))
             .env("APP_MB", "8")
             .env("APP_STAY_MS", "100");
