@@ -203,14 +203,13 @@ fn cycle(
     }
 }
 
-/// The engine's step: the image's generation is counted only if an image was taken.
+/// The engine's step: the image's generation is counted only if an image was taken, and
+/// published only once the engine is back (in the original, and in a restored copy after its
+/// restore data is in), so a thread that polls `generation()` never sees a new generation
+/// before the outcome it belongs to.
 fn snapshot(engine: &dyn Engine, options: &CheckpointOptions) -> Result<Outcome, EngineError> {
     let snapshot_wall = SystemTime::now();
-    let generation = {
-        let mut m = STATE.lock();
-        m.generation += 1;
-        m.generation
-    };
+    let generation = STATE.lock().generation + 1;
     let result = {
         let _s = tracing::info_span!("snapshot", generation).entered();
         let t = Instant::now();
@@ -229,18 +228,15 @@ fn snapshot(engine: &dyn Engine, options: &CheckpointOptions) -> Result<Outcome,
         r
     };
     match result {
-        Err(error) => {
-            STATE.lock().generation -= 1;
-            Err(error)
+        Err(error) => Err(error),
+        Ok(EngineOutcome::NoImage) => Ok(Outcome::NoImage),
+        Ok(EngineOutcome::Continued { image_dir }) => {
+            STATE.lock().generation = generation;
+            Ok(Outcome::Continued {
+                generation,
+                image_dir,
+            })
         }
-        Ok(EngineOutcome::NoImage) => {
-            STATE.lock().generation -= 1;
-            Ok(Outcome::NoImage)
-        }
-        Ok(EngineOutcome::Continued { image_dir }) => Ok(Outcome::Continued {
-            generation,
-            image_dir,
-        }),
         Ok(EngineOutcome::Restored(data)) => Ok(restored(data, generation, snapshot_wall)),
     }
 }
@@ -255,6 +251,7 @@ fn restored(data: RestoreData, generation: u64, snapshot_wall: SystemTime) -> Ou
         .duration_since(snapshot_wall)
         .unwrap_or(Duration::ZERO);
     let mut m = STATE.lock();
+    m.generation = generation;
     m.restores += 1;
     m.restore_time = Some(restore_time);
     m.restored_at = Some(Instant::now());

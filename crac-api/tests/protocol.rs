@@ -182,6 +182,11 @@ fn restored_outcome_updates_management() {
     };
     assert_eq!(r.generation, before.generation() + 1);
     assert_eq!(
+        GENERATION_DURING.load(std::sync::atomic::Ordering::SeqCst),
+        before.generation(),
+        "the new generation is published only after the snapshot"
+    );
+    assert_eq!(
         r.image_dir.as_deref(),
         Some(std::path::Path::new("/images/test"))
     );

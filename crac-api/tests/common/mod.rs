@@ -12,6 +12,8 @@ use parking_lot::Mutex;
 pub static SERIAL: Mutex<()> = Mutex::new(());
 
 pub static ENGINE_CALLS: AtomicU64 = AtomicU64::new(0);
+/// `Core::management().generation()` as the engine saw it while taking its last image.
+pub static GENERATION_DURING: AtomicU64 = AtomicU64::new(u64::MAX);
 static MODE: AtomicU8 = AtomicU8::new(0);
 
 /// What the scripted engine does on its next calls.
@@ -40,6 +42,10 @@ impl Engine for ScriptedEngine {
     }
     fn checkpoint(&self, _: &CheckpointOptions) -> Result<EngineOutcome, EngineError> {
         ENGINE_CALLS.fetch_add(1, Ordering::SeqCst);
+        GENERATION_DURING.store(
+            crac_api::Core::management().generation(),
+            Ordering::SeqCst,
+        );
         match MODE.load(Ordering::SeqCst) {
             0 => Ok(EngineOutcome::NoImage),
             1 => Ok(EngineOutcome::Restored(RestoreData {
