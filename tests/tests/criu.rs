@@ -480,10 +480,12 @@ fn a_session_leader_outside_the_pid_namespace_does_not_stop_a_checkpoint() {
              {exec} \"$0\" </dev/null"
         )
     };
-    let unshare = |script: &str| {
+    let unshare_with = |img: &Path, extra: &[(&str, &str)], script: &str| {
+        let mut env = vec![("CRAC_CHECKPOINT_MODE", "leave-running")];
+        env.extend_from_slice(extra);
         outcome_of(
-            &img,
-            &[("CRAC_CHECKPOINT_MODE", "leave-running")],
+            img,
+            &env,
             Some(&[
                 "unshare",
                 "--pid",
@@ -495,27 +497,17 @@ fn a_session_leader_outside_the_pid_namespace_does_not_stop_a_checkpoint() {
             ]),
         )
     };
+    let unshare = |script: &str| unshare_with(&img, &[], script);
     // The shell stays PID 1, the reaper CRIU's detached helper is handed to.
     let out = unshare(&in_pidns(""));
     assert_eq!(must(&out, "outcome"), "continued", "{out}");
     assert!(img.join("inventory.img").exists());
     // Its children started in the old session, which leading a new one does not move: said
     // so, with the fix, instead of CRIU's words.
-    let out = outcome_of(
+    let out = unshare_with(
         &dir.join("image-children"),
-        &[
-            ("CRAC_CHECKPOINT_MODE", "leave-running"),
-            ("APP_CHILD", "1"),
-        ],
-        Some(&[
-            "unshare",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "bash",
-            "-c",
-            &in_pidns(""),
-        ]),
+        &[("APP_CHILD", "1")],
+        &in_pidns(""),
     );
     assert!(
         out.contains("outcome=error") && out.contains("(sleep)") && out.contains("`setsid`"),

@@ -98,12 +98,7 @@ impl TransactionManager {
         Ok(Call::op(
             METHOD,
             Box::new(move |core| {
-                if let Some(e) = Self::refusal(core) {
-                    return Err(e);
-                }
-                if core.state != TransactionState::InTransaction {
-                    return Err(core.invalid(METHOD, "call begin_transaction() first"));
-                }
+                Self::in_transaction(core, METHOD)?;
                 Ok((!work.offsets.is_empty()).then_some(OpKind::SendOffsets(work)))
             }),
         ))
@@ -116,12 +111,7 @@ impl TransactionManager {
         Call::op(
             METHOD,
             Box::new(move |core| {
-                if let Some(e) = Self::refusal(core) {
-                    return Err(e);
-                }
-                if core.state != TransactionState::InTransaction {
-                    return Err(core.invalid(METHOD, "call begin_transaction() first"));
-                }
+                Self::in_transaction(core, METHOD)?;
                 core.set_state(TransactionState::Committing);
                 flush();
                 Ok(Some(OpKind::Commit))
@@ -151,6 +141,20 @@ impl TransactionManager {
                 }
             }),
         )
+    }
+}
+
+/// What the calls on an open transaction check first.
+impl TransactionManager {
+    /// The transaction is open and may go on (not fatal, aborted or abortable).
+    fn in_transaction(core: &Locked<'_>, method: &'static str) -> Result<(), TransactionError> {
+        if let Some(e) = Self::refusal(core) {
+            return Err(e);
+        }
+        if core.state != TransactionState::InTransaction {
+            return Err(core.invalid(method, "call begin_transaction() first"));
+        }
+        Ok(())
     }
 }
 
