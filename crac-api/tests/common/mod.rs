@@ -42,10 +42,7 @@ impl Engine for ScriptedEngine {
     }
     fn checkpoint(&self, _: &CheckpointOptions) -> Result<EngineOutcome, EngineError> {
         ENGINE_CALLS.fetch_add(1, Ordering::SeqCst);
-        GENERATION_DURING.store(
-            crac_api::Core::management().generation(),
-            Ordering::SeqCst,
-        );
+        GENERATION_DURING.store(crac_api::Core::management().generation(), Ordering::SeqCst);
         match MODE.load(Ordering::SeqCst) {
             0 => Ok(EngineOutcome::NoImage),
             1 => Ok(EngineOutcome::Restored(RestoreData {
