@@ -39,6 +39,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod admin;
 mod completion;
 pub use completion::Completion;
 pub mod config;
@@ -69,6 +70,7 @@ pub mod testing {
     }
 }
 
+pub use admin::{Admin, AdminConfig, AdminError};
 pub use consumer::{
     AutoOffsetReset, ConfigError as ConsumerConfigError, Consumer, ConsumerCheckpointError,
     ConsumerConfig, ConsumerError, ConsumerGroupMetadata, ConsumerRebalanceListener,
@@ -79,7 +81,7 @@ pub use producer::{
     Accepted, Acks, CheckpointDrainError, CheckpointTransactionPolicy, ConfigError, DeliveryFuture,
     FlushFuture, ProduceError, Producer, ProducerConfig, ProducerMetrics, ProducerRecord,
     RecordMetadata, SendFuture, ThreadFuture, TimeoutError, TransactionAction, TransactionError,
-    TransactionState, TransactionalIdPolicy,
+    TransactionFuture, TransactionState, TransactionalIdPolicy,
 };
 // The protocol's types that the API shows: in errors, in records, in the configuration.
 pub use protocol::record::{Compression, Header, OwnedHeader};

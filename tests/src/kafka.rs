@@ -25,10 +25,14 @@
 //! ```
 
 use std::collections::BTreeMap;
+
+use kafka_client::Admin;
+use kafka_client::admin;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -63,6 +67,9 @@ pub struct Cluster {
     brokers: usize,
     /// Bootstrap servers of the listeners `start --security` added, by name.
     listeners: BTreeMap<String, String>,
+    /// Our admin client on the PLAINTEXT listener (made at first use): topics and offsets
+    /// without a JVM per question.
+    admin: OnceLock<Admin>,
 }
 
 /// How a client reaches a cluster: one listener's bootstrap servers and the client settings
@@ -221,6 +228,7 @@ impl Cluster {
             bootstrap: String::new(),
             brokers,
             listeners: BTreeMap::new(),
+            admin: OnceLock::new(),
         };
         let (count, owner) = (brokers.to_string(), std::process::id().to_string());
         let mut args = vec!["start", "--brokers", &count, "--owner", &owner];
@@ -373,10 +381,10 @@ impl Cluster {
         });
     }
 
-    /// Partitions of `topic` with leader, replicas and ISR, from `kafka-topics --describe`.
+    /// Partitions of `topic` with leader, replicas and ISR (from our admin client).
     pub fn describe(&self, topic: &str) -> Vec<PartitionState> {
         self.try_describe(topic)
-            .unwrap_or_else(|| panic!("kafka-topics --describe {topic}: no partitions"))
+            .unwrap_or_else(|| panic!("describe {topic}: no partitions"))
     }
 
     /// Partition -> leader broker id (-1: no leader).
@@ -606,24 +614,53 @@ impl Cluster {
 
     /// Partition -> log end offset (the offset the next record will get).
     pub fn end_offsets(&self, topic: &str) -> BTreeMap<i32, i64> {
+        let wanted: Vec<_> = self
+            .describe(topic)
+            .iter()
+            .map(|p| {
+                (
+                    kafka_client::TopicPartition::new(topic, p.partition),
+                    admin::OffsetSpec::Latest,
+                )
+            })
+            .collect();
+        self.admin()
+            .list_offsets(&wanted, false, &admin::Options::timeout(TOOL_TIMEOUT))
+            .unwrap_or_else(|e| panic!("end offsets of {topic}: {e}"))
+            .into_iter()
+            .map(|(tp, r)| {
+                let o = r.unwrap_or_else(|e| panic!("end offset of {tp}: {e}"));
+                (tp.partition, o.offset)
+            })
+            .collect()
+    }
+
+    /// `(topic, partition) -> committed offset` of `group`, from Java's
+    /// `kafka-consumer-groups --describe --offsets` (the reference the admin client's tests
+    /// compare with).
+    pub fn java_group_offsets(&self, group: &str) -> BTreeMap<(String, i32), i64> {
         let out = self.tool_ok(
-            "get-offsets",
+            "consumer-groups",
             &[
                 "--bootstrap-server",
                 &self.bootstrap,
-                "--topic",
-                topic,
-                "--time",
-                "-1",
+                "--describe",
+                "--offsets",
+                "--group",
+                group,
             ],
         );
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| {
-                let mut it = l.rsplitn(3, ':');
-                let end = it.next()?.trim().parse().ok()?;
-                let partition = it.next()?.parse().ok()?;
-                (it.next()? == topic).then_some((partition, end))
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                if cols.len() < 4 || cols[0] != group {
+                    return None;
+                }
+                Some((
+                    (cols[1].to_owned(), cols[2].parse().ok()?),
+                    cols[3].parse().ok()?,
+                ))
             })
             .collect()
     }
@@ -871,7 +908,28 @@ impl Cluster {
     }
 
     fn try_describe(&self, topic: &str) -> Option<Vec<PartitionState>> {
-        let out = self.java_tool(
+        let mut got = self
+            .admin()
+            .describe_topics(&[topic], &admin::Options::timeout(TOOL_TIMEOUT))
+            .ok()?;
+        let d = got.remove(topic)?.ok()?;
+        let parts: Vec<PartitionState> = d
+            .partitions
+            .into_iter()
+            .map(|p| PartitionState {
+                partition: p.partition,
+                leader: p.leader.unwrap_or(-1),
+                replicas: p.replicas,
+                isr: p.isr,
+            })
+            .collect();
+        (!parts.is_empty()).then_some(parts)
+    }
+
+    /// Partitions of `topic` as Java's `kafka-topics --describe` reports them (the reference
+    /// the admin client's tests compare with; [`Cluster::describe`] asks our admin client).
+    pub fn java_describe(&self, topic: &str) -> Vec<PartitionState> {
+        let out = self.tool_ok(
             "topics",
             &[
                 "--bootstrap-server",
@@ -881,14 +939,20 @@ impl Cluster {
                 topic,
             ],
         );
-        if !out.status.success() {
-            return None;
-        }
-        let parts: Vec<PartitionState> = String::from_utf8_lossy(&out.stdout)
+        String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(parse_partition)
-            .collect();
-        (!parts.is_empty()).then_some(parts)
+            .collect()
+    }
+
+    /// Our admin client on the PLAINTEXT listener.
+    pub fn admin(&self) -> &Admin {
+        self.admin.get_or_init(|| {
+            let mut props = self.plaintext().properties();
+            props.push(("crac.register".into(), "false".into()));
+            props.push(("client.id".into(), "crac-tests-admin".into()));
+            Admin::from_properties(props).expect("admin client config")
+        })
     }
 
     /// Polls `f` until it returns Some, for up to 60 s.

@@ -24,7 +24,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -70,7 +70,7 @@ use kafka_client::testing::protocol::messages::offset_commit::{
     OffsetCommitResponseTopic,
 };
 use kafka_client::testing::protocol::messages::offset_fetch::{
-    OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
+    OffsetFetchRequest, OffsetFetchRequestTopics, OffsetFetchResponse, OffsetFetchResponseGroup,
     OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
 };
 use kafka_client::testing::protocol::messages::offset_for_leader_epoch::{
@@ -1228,8 +1228,10 @@ fn answer(inner: &Inner, seen: &Seen) -> Resp {
                     error_code: ErrorCode::None,
                     topics: g
                         .topics
+                        .clone()
+                        // Every partition with a committed offset (the admin client's listing).
+                        .unwrap_or_else(|| all_committed(&m.committed))
                         .iter()
-                        .flatten()
                         .map(|t| OffsetFetchResponseTopics {
                             name: t.name.clone(),
                             partitions: t
@@ -1586,4 +1588,22 @@ fn end_txn(m: &mut Model, req: &EndTxnRequest) -> ErrorCode {
         t.aborts += 1;
     }
     ErrorCode::None
+}
+
+/// What `OffsetFetch` without topics asks for: every partition with a committed offset.
+fn all_committed(committed: &HashMap<(String, i32), i64>) -> Vec<OffsetFetchRequestTopics> {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (t, p) in committed.keys() {
+        by_topic.entry(t).or_default().push(*p);
+    }
+    by_topic
+        .into_iter()
+        .map(|(name, mut partition_indexes)| {
+            partition_indexes.sort_unstable();
+            OffsetFetchRequestTopics {
+                name: name.to_owned(),
+                partition_indexes,
+            }
+        })
+        .collect()
 }

@@ -1,0 +1,390 @@
+//! Offsets: a partition's (earliest, latest, by time) from its leader, and a group's committed
+//! ones from its coordinator (list, alter).
+
+use std::collections::BTreeMap;
+
+use super::io::{Call, Io};
+use super::{Admin, AdminError, GroupOffset, ListedOffset, OffsetSpec, Options, PerItem};
+use crate::consumer::TopicPartition;
+use crate::protocol::ErrorCode;
+use crate::protocol::messages::MetadataResponse;
+use crate::protocol::messages::fetch::IsolationLevel;
+use crate::protocol::messages::list_offsets::{
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
+};
+use crate::protocol::messages::offset_commit::{
+    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use crate::protocol::messages::offset_fetch::{
+    OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+};
+
+/// `FindCoordinator` key type of a group.
+pub(crate) const GROUP: i8 = 0;
+
+impl Admin {
+    /// The offsets `wanted` asks for, per partition, from each partition's leader
+    /// (`read_committed`: "latest" is the last stable offset, as a `read_committed` consumer
+    /// sees the end). A moved leader is looked up again within the call's time.
+    pub fn list_offsets(
+        &self,
+        wanted: &[(TopicPartition, OffsetSpec)],
+        read_committed: bool,
+        opts: &Options,
+    ) -> Result<PerItem<TopicPartition, ListedOffset>, AdminError> {
+        let (call, mut s) = self.call("list_offsets", opts)?;
+        let isolation = if read_committed {
+            IsolationLevel::ReadCommitted
+        } else {
+            IsolationLevel::ReadUncommitted
+        };
+        let mut out = PerItem::new();
+        let mut pending: Vec<(TopicPartition, OffsetSpec)> = wanted.to_vec();
+        let outcome = s.io.retrying(&call, |io: &mut Io| {
+            let Round {
+                by_leader,
+                mut retry,
+                mut last,
+            } = by_leader(io, &call, &mut pending, &mut out)?;
+            let requests = by_leader
+                .iter()
+                .map(|(node, items)| (*node, list_offsets_request(items, isolation, &call)))
+                .collect();
+            for ((_, resp), items) in io
+                .fan_out(&call, requests)
+                .into_iter()
+                .zip(by_leader.values())
+            {
+                match resp {
+                    Ok(r) => {
+                        for t in r.topics {
+                            for p in t.partitions {
+                                let tp = TopicPartition::new(t.name.as_str(), p.partition_index);
+                                let Some(item) = items.iter().find(|(x, _)| *x == tp) else {
+                                    continue;
+                                };
+                                match AdminError::check(call.op, p.error_code, None) {
+                                    Ok(()) => {
+                                        out.insert(
+                                            tp,
+                                            Ok(listed(p.offset, p.timestamp, p.leader_epoch)),
+                                        );
+                                    }
+                                    Err(e) if e.is_retriable() => {
+                                        retry.push(item.clone());
+                                        last = Some(e);
+                                    }
+                                    Err(e) => {
+                                        out.insert(tp, Err(e));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => settle(items, e, &mut retry, &mut last, &mut out),
+                }
+            }
+            pending = retry;
+            last.filter(|_| !pending.is_empty()).map_or(Ok(()), Err)
+        });
+        finish(outcome, pending, &mut out)?;
+        Ok(out)
+    }
+
+    /// The offsets `group` has committed (of `partitions`, or of every partition it
+    /// committed), from its coordinator; only stable offsets (a pending transactional commit
+    /// is waited for). Partitions without a committed offset are left out.
+    pub fn list_group_offsets(
+        &self,
+        group: &str,
+        partitions: Option<&[TopicPartition]>,
+        opts: &Options,
+    ) -> Result<BTreeMap<TopicPartition, GroupOffset>, AdminError> {
+        let (call, mut s) = self.call("list_group_offsets", opts)?;
+        let req = OffsetFetchRequest {
+            groups: vec![OffsetFetchRequestGroup {
+                group_id: group.to_owned(),
+                member_id: None,
+                member_epoch: -1,
+                topics: partitions.map(by_topic).map(|t| {
+                    t.into_iter()
+                        .map(|(name, partition_indexes)| OffsetFetchRequestTopics {
+                            name,
+                            partition_indexes,
+                        })
+                        .collect()
+                }),
+            }],
+            require_stable: true,
+        };
+        s.io.retrying(&call, |io: &mut Io| {
+            let node = io.coordinator(&call, GROUP, group)?;
+            let resp = io.request(&call, node, &req)?;
+            let Some(g) = resp.groups.into_iter().find(|g| g.group_id == group) else {
+                return Err(AdminError::Protocol {
+                    operation: call.op,
+                    reason: format!("OffsetFetch answered without the group {group:?}"),
+                });
+            };
+            AdminError::check(call.op, g.error_code, None)?;
+            let mut out = BTreeMap::new();
+            for t in g.topics {
+                for p in t.partitions {
+                    AdminError::check(call.op, p.error_code, None)?;
+                    if p.committed_offset < 0 {
+                        continue;
+                    }
+                    out.insert(
+                        TopicPartition::new(t.name.as_str(), p.partition_index),
+                        GroupOffset {
+                            offset: p.committed_offset,
+                            leader_epoch: (p.committed_leader_epoch >= 0)
+                                .then_some(p.committed_leader_epoch),
+                            metadata: p.metadata.unwrap_or_default(),
+                        },
+                    );
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Sets `group`'s committed offsets (Java's `alterConsumerGroupOffsets`): the group must
+    /// have no active member (else each partition is refused, e.g. `UNKNOWN_MEMBER_ID`).
+    pub fn alter_group_offsets(
+        &self,
+        group: &str,
+        offsets: &[(TopicPartition, i64)],
+        opts: &Options,
+    ) -> Result<PerItem<TopicPartition, ()>, AdminError> {
+        let (call, mut s) = self.call("alter_group_offsets", opts)?;
+        let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+        for (tp, offset) in offsets {
+            if *offset < 0 {
+                return Err(AdminError::invalid(
+                    call.op,
+                    format!("offset {offset} of {tp} is negative"),
+                ));
+            }
+            topics
+                .entry(&*tp.topic)
+                .or_default()
+                .push(OffsetCommitRequestPartition {
+                    partition_index: tp.partition,
+                    committed_offset: *offset,
+                    committed_leader_epoch: -1,
+                    committed_metadata: Some(String::new()),
+                });
+        }
+        let req = OffsetCommitRequest {
+            group_id: group.to_owned(),
+            generation_id_or_member_epoch: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            topics: topics
+                .into_iter()
+                .map(|(name, partitions)| OffsetCommitRequestTopic {
+                    name: name.to_owned(),
+                    partitions,
+                })
+                .collect(),
+        };
+        s.io.retrying(&call, |io: &mut Io| {
+            let node = io.coordinator(&call, GROUP, group)?;
+            let resp = io.request(&call, node, &req)?;
+            let mut out = PerItem::new();
+            for t in resp.topics {
+                for p in t.partitions {
+                    let r = AdminError::check(call.op, p.error_code, None);
+                    // The coordinator moved or is loading: the whole commit again.
+                    if matches!(
+                        p.error_code,
+                        ErrorCode::NotCoordinator
+                            | ErrorCode::CoordinatorNotAvailable
+                            | ErrorCode::CoordinatorLoadInProgress
+                    ) {
+                        return r.map(|()| PerItem::new());
+                    }
+                    out.insert(TopicPartition::new(t.name.as_str(), p.partition_index), r);
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+type Items = Vec<(TopicPartition, OffsetSpec)>;
+
+/// One round of a call by leader: what to ask each leader, what to try again next round and
+/// why.
+struct Round {
+    by_leader: BTreeMap<i32, Items>,
+    retry: Items,
+    last: Option<AdminError>,
+}
+
+/// Looks up the leaders of `pending`'s partitions: those with a leader, by leader; those
+/// without one (retriable) back for the next round, with the error; the rest settled.
+fn by_leader(
+    io: &mut Io,
+    call: &Call,
+    pending: &mut Items,
+    out: &mut PerItem<TopicPartition, ListedOffset>,
+) -> Result<Round, AdminError> {
+    let mut topics: Vec<String> = pending.iter().map(|(tp, _)| tp.topic.to_string()).collect();
+    topics.sort();
+    topics.dedup();
+    let m = io.metadata(call, Some(topics))?;
+    let mut grouped: BTreeMap<i32, Items> = BTreeMap::new();
+    let (mut retry, mut last) = (Vec::new(), None);
+    for item in pending.drain(..) {
+        match leader(&m, &item.0, call.op) {
+            Ok(node) => grouped.entry(node).or_default().push(item),
+            // A partition that does not exist fails at once (Java retries it until the
+            // call's time is up, which only delays the same answer).
+            Err(e) if e.code() == Some(ErrorCode::UnknownTopicOrPartition) => {
+                out.insert(item.0, Err(e));
+            }
+            Err(e) => settle(&[item], e, &mut retry, &mut last, out),
+        }
+    }
+    Ok(Round {
+        by_leader: grouped,
+        retry,
+        last,
+    })
+}
+
+/// A retriable error sends `items` back for the next round; another settles them.
+fn settle<T>(
+    items: &[(TopicPartition, OffsetSpec)],
+    e: AdminError,
+    retry: &mut Items,
+    last: &mut Option<AdminError>,
+    out: &mut PerItem<TopicPartition, T>,
+) {
+    if e.is_retriable() {
+        retry.extend(items.iter().cloned());
+        *last = Some(e);
+    } else {
+        for (tp, _) in items {
+            out.insert(tp.clone(), Err(e.clone()));
+        }
+    }
+}
+
+/// What is still pending when the call ends gets the call's error; an error of the call
+/// itself (closed) is the caller's.
+fn finish<T>(
+    outcome: Result<(), AdminError>,
+    pending: Items,
+    out: &mut PerItem<TopicPartition, T>,
+) -> Result<(), AdminError> {
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(e @ AdminError::Closed { .. }) => Err(e),
+        Err(e) => {
+            for (tp, _) in pending {
+                out.insert(tp, Err(e.clone()));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The leader of `tp` in a metadata answer.
+pub(crate) fn leader(
+    m: &MetadataResponse,
+    tp: &TopicPartition,
+    op: &'static str,
+) -> Result<i32, AdminError> {
+    let Some(t) = m
+        .topics
+        .iter()
+        .find(|t| t.name.as_deref() == Some(&*tp.topic))
+    else {
+        return Err(AdminError::broker(
+            op,
+            ErrorCode::UnknownTopicOrPartition,
+            None,
+        ));
+    };
+    if t.error_code == ErrorCode::UnknownTopicOrPartition {
+        return Err(AdminError::Broker {
+            operation: op,
+            code: t.error_code,
+            message: Some(format!("topic {} does not exist", tp.topic)),
+        });
+    }
+    AdminError::check(op, t.error_code, None)?;
+    let Some(p) = t
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == tp.partition)
+    else {
+        return Err(AdminError::Broker {
+            operation: op,
+            code: ErrorCode::UnknownTopicOrPartition,
+            message: Some(format!("{tp} does not exist")),
+        });
+    };
+    if p.leader_id < 0 {
+        return Err(AdminError::broker(op, ErrorCode::LeaderNotAvailable, None));
+    }
+    Ok(p.leader_id)
+}
+
+fn list_offsets_request(
+    items: &Items,
+    isolation: IsolationLevel,
+    call: &Call,
+) -> ListOffsetsRequest {
+    let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
+    for (tp, spec) in items {
+        topics
+            .entry(&tp.topic)
+            .or_default()
+            .push(ListOffsetsPartition {
+                partition_index: tp.partition,
+                current_leader_epoch: -1,
+                timestamp: spec.wire(),
+            });
+    }
+    let left = call
+        .deadline
+        .saturating_duration_since(std::time::Instant::now());
+    ListOffsetsRequest {
+        isolation_level: isolation,
+        topics: topics
+            .into_iter()
+            .map(|(name, partitions)| ListOffsetsTopic {
+                name: name.to_owned(),
+                partitions,
+            })
+            .collect(),
+        timeout_ms: i32::try_from(left.as_millis()).unwrap_or(i32::MAX),
+    }
+}
+
+fn listed(offset: i64, timestamp: i64, leader_epoch: i32) -> ListedOffset {
+    ListedOffset {
+        offset,
+        timestamp,
+        leader_epoch: (leader_epoch >= 0).then_some(leader_epoch),
+    }
+}
+
+/// Partitions by topic, sorted.
+pub(crate) fn by_topic(partitions: &[TopicPartition]) -> BTreeMap<String, Vec<i32>> {
+    let mut out: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for tp in partitions {
+        out.entry(tp.topic.to_string())
+            .or_default()
+            .push(tp.partition);
+    }
+    for v in out.values_mut() {
+        v.sort_unstable();
+        v.dedup();
+    }
+    out
+}

@@ -1,0 +1,218 @@
+//! The admin client against real brokers (3 KRaft brokers): every call, its answers checked
+//! against what the cluster holds (records produced, offsets committed by a real consumer,
+//! Java's tools where they are the reference), and its errors (a topic that exists, one that
+//! does not, an invalid config, the controller gone). Over SASL_SSL: `security.rs`.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crac_tests::kafka::Cluster;
+use kafka_client::admin::{OffsetSpec, Options};
+use kafka_client::{
+    Admin, Consumer, ConsumerConfig, ErrorCode, Producer, ProducerConfig, ProducerRecord,
+    TopicPartition,
+};
+
+fn kafka() -> &'static Cluster {
+    static C: OnceLock<Cluster> = OnceLock::new();
+    C.get_or_init(|| Cluster::start(3))
+}
+
+fn admin() -> Admin {
+    let mut props = kafka().plaintext().properties();
+    props.push(("crac.register".into(), "false".into()));
+    props.push(("default.api.timeout.ms".into(), "60000".into()));
+    Admin::from_properties(props).unwrap()
+}
+
+fn opts() -> Options {
+    Options::default()
+}
+
+fn producer() -> Producer {
+    let mut props = kafka().plaintext().properties();
+    props.push(("crac.register".into(), "false".into()));
+    props.push(("linger.ms".into(), "0".into()));
+    Producer::new(ProducerConfig::from_properties(props).unwrap()).unwrap()
+}
+
+/// Sends `n` records to `partition` of `topic`, the i-th with timestamp `ts0 + i`.
+fn produce(topic: &str, partition: i32, n: i64, ts0: i64) {
+    let p = producer();
+    let reports: Vec<_> = (0..n)
+        .map(|i| {
+            p.send(
+                ProducerRecord::new(topic)
+                    .partition(partition)
+                    .timestamp(ts0 + i)
+                    .value(b"v"),
+            )
+            .unwrap()
+        })
+        .collect();
+    for r in reports {
+        r.wait().unwrap();
+    }
+    p.close(Duration::from_secs(30)).unwrap();
+}
+
+#[test]
+fn describe_cluster_names_every_broker_and_a_controller() {
+    let c = admin().describe_cluster(&opts()).unwrap();
+    assert_eq!(
+        c.brokers.iter().map(|b| b.id).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "{c:?}"
+    );
+    assert!(c.brokers.iter().all(|b| b.host == "127.0.0.1"));
+    let ports: Vec<u16> = c.brokers.iter().map(|b| b.port).collect();
+    assert!(
+        kafka().ports().iter().all(|p| ports.contains(p)),
+        "{ports:?}"
+    );
+    assert!(c.controller.is_some_and(|id| (1..=3).contains(&id)));
+    assert!(
+        c.cluster_id.as_deref().is_some_and(|id| id.len() >= 22),
+        "{c:?}"
+    );
+}
+
+#[test]
+fn describe_topics_matches_java_s_describe_and_unknown_topics_fail_alone() {
+    let k = kafka();
+    k.create_topic("adm-describe", 3, 2);
+    let a = admin();
+    let got = a
+        .describe_topics(&["adm-describe", "adm-missing"], &opts())
+        .unwrap();
+    let d = got["adm-describe"].as_ref().unwrap();
+    assert!(!d.topic_id.is_zero());
+    assert!(!d.internal);
+    let java: BTreeMap<i32, (i32, Vec<i32>)> = k
+        .java_describe("adm-describe")
+        .into_iter()
+        .map(|p| (p.partition, (p.leader, p.replicas)))
+        .collect();
+    let ours: BTreeMap<i32, (i32, Vec<i32>)> = d
+        .partitions
+        .iter()
+        .map(|p| (p.partition, (p.leader.unwrap_or(-1), p.replicas.clone())))
+        .collect();
+    assert_eq!(ours, java);
+    assert!(d.partitions.iter().all(|p| p.isr.len() == 2), "{d:?}");
+    let e = got["adm-missing"].as_ref().unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::UnknownTopicOrPartition), "{e}");
+    let listed = a.list_topics(false, &opts()).unwrap();
+    assert_eq!(listed["adm-describe"].topic_id, d.topic_id);
+    assert!(!listed.contains_key("__consumer_offsets"));
+    let all = a.list_topics(true, &opts()).unwrap();
+    assert!(
+        all.values().all(|t| t.internal == t.name.starts_with("__")),
+        "{all:?}"
+    );
+}
+
+#[test]
+fn list_offsets_earliest_latest_and_by_time_match_the_log() {
+    let k = kafka();
+    k.create_topic("adm-offsets", 2, 3);
+    let ts0 = 1_700_000_000_000;
+    produce("adm-offsets", 0, 10, ts0);
+    let (p0, p1) = (
+        TopicPartition::new("adm-offsets", 0),
+        TopicPartition::new("adm-offsets", 1),
+    );
+    let a = admin();
+    let got = a
+        .list_offsets(
+            &[
+                (p0.clone(), OffsetSpec::Latest),
+                (p1.clone(), OffsetSpec::Earliest),
+            ],
+            false,
+            &opts(),
+        )
+        .unwrap();
+    assert_eq!(got[&p0].as_ref().unwrap().offset, 10);
+    assert_eq!(got[&p1].as_ref().unwrap().offset, 0);
+    // By time: the first record at or after ts0+4 is offset 4; the newest timestamp is at 9.
+    let got = a
+        .list_offsets(
+            &[(p0.clone(), OffsetSpec::Timestamp(ts0 + 4))],
+            false,
+            &opts(),
+        )
+        .unwrap();
+    let o = got[&p0].as_ref().unwrap();
+    assert_eq!((o.offset, o.timestamp), (4, ts0 + 4));
+    let got = a
+        .list_offsets(&[(p0.clone(), OffsetSpec::MaxTimestamp)], true, &opts())
+        .unwrap();
+    let o = got[&p0].as_ref().unwrap();
+    assert_eq!((o.offset, o.timestamp), (9, ts0 + 9));
+    let got = a
+        .list_offsets(
+            &[(p0.clone(), OffsetSpec::Timestamp(ts0 + 1000))],
+            false,
+            &opts(),
+        )
+        .unwrap();
+    assert_eq!(got[&p0].as_ref().unwrap().offset, -1, "no record that late");
+    let got = a
+        .list_offsets(
+            &[(TopicPartition::new("adm-offsets", 7), OffsetSpec::Latest)],
+            false,
+            &opts(),
+        )
+        .unwrap();
+    let e = got.values().next().unwrap().as_ref().unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::UnknownTopicOrPartition), "{e}");
+}
+
+#[test]
+fn a_group_s_offsets_are_read_and_reset_as_a_consumer_sees_them() {
+    let k = kafka();
+    k.create_topic("adm-group", 2, 3);
+    produce("adm-group", 0, 6, 1_700_000_000_000);
+    let tp = TopicPartition::new("adm-group", 0);
+    // A real consumer of the group commits 6, then leaves.
+    {
+        let mut props = k.plaintext().properties();
+        props.extend(
+            [
+                ("group.id", "adm-g"),
+                ("crac.register", "false"),
+                ("auto.offset.reset", "earliest"),
+                ("enable.auto.commit", "false"),
+            ]
+            .map(|(a, b)| (a.to_owned(), b.to_owned())),
+        );
+        let c = Consumer::new(ConsumerConfig::from_properties(props).unwrap()).unwrap();
+        c.subscribe(["adm-group"]).unwrap();
+        let mut n = 0;
+        while n < 6 {
+            n += c.poll(Duration::from_secs(1)).unwrap().into_iter().count();
+        }
+        c.commit_sync().unwrap();
+        c.close(Duration::from_secs(30)).unwrap();
+    }
+    let a = admin();
+    let got = a.list_group_offsets("adm-g", None, &opts()).unwrap();
+    assert_eq!(got[&tp].offset, 6, "{got:?}");
+    // Reset to 2 while the group is empty: a new member starts there.
+    let done = a
+        .alter_group_offsets("adm-g", &[(tp.clone(), 2)], &opts())
+        .unwrap();
+    assert!(done[&tp].is_ok(), "{done:?}");
+    let got = a
+        .list_group_offsets("adm-g", Some(std::slice::from_ref(&tp)), &opts())
+        .unwrap();
+    assert_eq!(got[&tp].offset, 2);
+    let committed = k.java_group_offsets("adm-g");
+    assert_eq!(
+        committed.get(&("adm-group".to_owned(), 0)),
+        Some(&2),
+        "Java agrees"
+    );
+}
