@@ -6,6 +6,8 @@
 //!   cluster                                  brokers, controller, cluster id
 //!   topics [--internal]                      topic names and ids
 //!   describe TOPIC...                        partitions, leaders, replicas, ISR
+//!   create TOPIC PARTITIONS REPLICATION [key=value]...
+//!   delete TOPIC...
 //!   offsets TOPIC [earliest|latest|max|MS]   offsets per partition
 //!   reset-offsets GROUP TOPIC:PARTITION=OFFSET...
 //! ```
@@ -15,7 +17,7 @@
 
 use std::process::ExitCode;
 
-use kafka_client::admin::{OffsetSpec, Options};
+use kafka_client::admin::{NewTopic, OffsetSpec, Options, PerItem};
 use kafka_client::{Admin, AdminError, TopicPartition};
 
 fn usage() -> ExitCode {
@@ -118,6 +120,39 @@ fn run(a: &Admin, command: &str, args: &[String]) -> Result<bool, String> {
             }
             Ok(ok)
         }
+        "create" => {
+            let [name, partitions, replication, configs @ ..] = args else {
+                return Err("create TOPIC PARTITIONS REPLICATION [key=value]...".into());
+            };
+            let mut t = NewTopic::new(
+                name.as_str(),
+                partitions
+                    .parse()
+                    .map_err(|_| format!("bad partition count {partitions:?}"))?,
+                replication
+                    .parse()
+                    .map_err(|_| format!("bad replication {replication:?}"))?,
+            );
+            for kv in configs {
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or(format!("{kv:?}: expected key=value"))?;
+                t = t.config(k, v);
+            }
+            Ok(report(
+                "topic",
+                a.create_topics(&[t], &o).map_err(e)?,
+                |c| format!("created id={} partitions={}", c.topic_id, c.partitions),
+            ))
+        }
+        "delete" => {
+            let topics: Vec<&str> = args.iter().map(String::as_str).collect();
+            Ok(report(
+                "topic",
+                a.delete_topics(&topics, &o).map_err(e)?,
+                |()| "deleted".into(),
+            ))
+        }
         "offsets" => offsets(a, args, &o),
         "reset-offsets" => {
             let group = args
@@ -193,6 +228,22 @@ fn partition(s: &str) -> Result<TopicPartition, String> {
         .ok_or_else(|| format!("{s:?}: expected TOPIC:PARTITION"))?;
     let p = p.parse().map_err(|_| format!("{s:?}: bad partition"))?;
     Ok(TopicPartition::new(t, p))
+}
+
+/// Prints one line per item; `false` when one failed.
+fn report<K: std::fmt::Display, T>(
+    what: &str,
+    items: PerItem<K, T>,
+    ok: impl Fn(T) -> String,
+) -> bool {
+    let mut all = true;
+    for (k, r) in items {
+        match r {
+            Ok(v) => println!("{what}={k} {}", ok(v)),
+            Err(err) => all = item_error(&format!("{what}={k}"), &err),
+        }
+    }
+    all
 }
 
 /// Prints an item's error; `false`, for the exit status.

@@ -335,43 +335,33 @@ impl Cluster {
         replication: i16,
         config: &[(&str, &str)],
     ) {
-        let (count, replication) = (partitions.to_string(), replication.to_string());
-        let mut args = vec![
-            "--bootstrap-server",
-            &self.bootstrap,
-            "--create",
-            "--topic",
-            name,
-            "--partitions",
-            &count,
-            "--replication-factor",
-            &replication,
-        ];
-        let config: Vec<String> = config.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        for c in &config {
-            args.extend(["--config", c]);
+        let mut topic = admin::NewTopic::new(name, partitions, replication);
+        for (k, v) in config {
+            topic = topic.config(*k, *v);
         }
-        let out = self.java_tool("topics", &args);
-        if !out.status.success() {
+        let created = self
+            .admin()
+            .create_topics(&[topic], &admin::Options::timeout(TOOL_TIMEOUT))
+            .unwrap_or_else(|e| panic!("create topic {name}: {e}"));
+        match &created[name] {
+            Ok(_) => {}
             // The admin client retries a create whose answer it did not get in time (a loaded
             // controller); the retry then finds the topic its first attempt made. Test topic
             // names are unique per cluster, so an existing one with the asked-for partition
             // count is this call's.
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let ours = text.contains("already exists")
-                && self
-                    .try_describe(name)
-                    .is_some_and(|parts| parts.len() == partitions as usize);
-            assert!(
-                ours,
-                "kafka tool topics {args:?} failed ({}):\n{text}",
-                out.status
-            );
-            eprintln!("kafka: topic {name} existed after a retried create: taking it as created");
+            Err(e)
+                if e.code() == Some(kafka_client::ErrorCode::TopicAlreadyExists)
+                    && self
+                        .try_describe(name)
+                        .is_some_and(|parts| parts.len() == partitions as usize) =>
+            {
+                eprintln!(
+                    "kafka: topic {name} existed after a retried create: taking it as created"
+                );
+            }
+            Err(e) => panic!(
+                "create topic {name} ({partitions} partitions, replication {replication}, {config:?}): {e}"
+            ),
         }
         // Metadata reaches every broker a moment after the controller commits it.
         self.wait_for("every partition of the new topic to have a leader", || {

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crac_tests::kafka::Cluster;
-use kafka_client::admin::{OffsetSpec, Options};
+use kafka_client::admin::{NewTopic, OffsetSpec, Options};
 use kafka_client::{
     Admin, Consumer, ConsumerConfig, ErrorCode, Producer, ProducerConfig, ProducerRecord,
     TopicPartition,
@@ -215,4 +215,96 @@ fn a_group_s_offsets_are_read_and_reset_as_a_consumer_sees_them() {
         Some(&2),
         "Java agrees"
     );
+}
+
+#[test]
+fn create_and_delete_answer_per_topic() {
+    let k = kafka();
+    k.create_topic("adm-exists", 1, 1);
+    let a = admin();
+    let got = a
+        .create_topics(
+            &[
+                NewTopic::new("adm-new", 3, 2).config("retention.ms", "12345"),
+                NewTopic::new("adm-exists", 1, 1),
+                NewTopic::new("adm-badcfg", 1, 1).config("cleanup.policy", "sometimes"),
+                NewTopic::new("adm-rf", 1, 5),
+            ],
+            &opts(),
+        )
+        .unwrap();
+    let created = got["adm-new"].as_ref().unwrap();
+    assert_eq!((created.partitions, created.replication_factor), (3, 2));
+    assert!(!created.topic_id.is_zero());
+    let code = |t: &str| got[t].as_ref().unwrap_err().code();
+    assert_eq!(code("adm-exists"), Some(ErrorCode::TopicAlreadyExists));
+    assert_eq!(code("adm-badcfg"), Some(ErrorCode::InvalidConfig));
+    assert_eq!(code("adm-rf"), Some(ErrorCode::InvalidReplicationFactor));
+    assert!(
+        got["adm-rf"]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("replication factor"),
+        "the controller's message is kept: {:?}",
+        got["adm-rf"]
+    );
+    // Java sees the topic as created, with its config.
+    let parts = k.java_describe("adm-new");
+    assert_eq!(parts.len(), 3);
+    assert!(parts.iter().all(|p| p.replicas.len() == 2));
+    let out = k.java_tool(
+        "configs",
+        &[
+            "--bootstrap-server",
+            k.bootstrap(),
+            "--describe",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "adm-new",
+        ],
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("retention.ms=12345"));
+    let d = a.describe_topics(&["adm-new"], &opts()).unwrap();
+    assert_eq!(d["adm-new"].as_ref().unwrap().topic_id, created.topic_id);
+
+    // Only validated: answered as if created, and nothing is.
+    let got = a
+        .create_topics(
+            &[NewTopic::new("adm-validate", 2, 1)],
+            &opts().validate_only(),
+        )
+        .unwrap();
+    assert_eq!(got["adm-validate"].as_ref().unwrap().partitions, 2);
+    let d = a.describe_topics(&["adm-validate"], &opts()).unwrap();
+    assert!(d["adm-validate"].is_err(), "{d:?}");
+
+    let got = a.delete_topics(&["adm-new", "adm-never"], &opts()).unwrap();
+    assert!(got["adm-new"].is_ok(), "{got:?}");
+    assert_eq!(
+        got["adm-never"].as_ref().unwrap_err().code(),
+        Some(ErrorCode::UnknownTopicOrPartition)
+    );
+    let listed = a.list_topics(false, &opts()).unwrap();
+    assert!(!listed.contains_key("adm-new"), "{listed:?}");
+}
+
+#[test]
+fn a_create_reaches_the_controller_after_the_one_it_knew_is_gone() {
+    // A cluster of its own: a broker of it is stopped.
+    let k = Cluster::start(3);
+    let mut props = k.plaintext().properties();
+    props.push(("crac.register".into(), "false".into()));
+    let a = Admin::from_properties(props).unwrap();
+    let before = a.describe_cluster(&opts()).unwrap();
+    let gone = before.controller.unwrap();
+    k.stop_broker(gone);
+    let got = a
+        .create_topics(&[NewTopic::new("adm-moved", 2, 2)], &opts())
+        .unwrap();
+    assert!(got["adm-moved"].is_ok(), "{got:?}");
+    let after = a.describe_cluster(&opts()).unwrap();
+    assert_ne!(after.controller, Some(gone), "{after:?}");
+    assert_eq!(k.java_describe("adm-moved").len(), 2);
 }

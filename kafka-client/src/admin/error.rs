@@ -72,10 +72,15 @@ impl AdminError {
     }
 
     /// Whether trying again may succeed (a moved leader or controller, a coordinator
-    /// loading, a lost connection): such errors are retried within the call's time.
+    /// loading, a lost connection): such errors are retried within the call's time. Unlike
+    /// Kafka's table, `UNKNOWN_TOPIC_OR_PARTITION` is final here: an admin call about a topic
+    /// that does not exist answers so at once (Java's retries it until the call's time is
+    /// up, which only delays the same answer).
     pub fn is_retriable(&self) -> bool {
         match self {
-            AdminError::Broker { code, .. } => code.is_retriable(),
+            AdminError::Broker { code, .. } => {
+                code.is_retriable() && *code != ErrorCode::UnknownTopicOrPartition
+            }
             AdminError::Network { .. } => true,
             _ => false,
         }

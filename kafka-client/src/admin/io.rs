@@ -79,6 +79,9 @@ pub(crate) struct Io {
     retry_backoff_max: Duration,
     /// The last failure met while waiting (a connection refused), for the timeout's message.
     last_error: Option<String>,
+    /// Connection attempts that failed since their node was last asked for: a call waiting
+    /// for that node fails over to another try instead of waiting out its time.
+    refused: HashMap<i32, String>,
 }
 
 impl Io {
@@ -94,6 +97,7 @@ impl Io {
             retry_backoff: common.retry_backoff,
             retry_backoff_max: common.retry_backoff_max,
             last_error: None,
+            refused: HashMap::new(),
         }
     }
 
@@ -110,7 +114,9 @@ impl Io {
     fn pump(&mut self, until: Instant) {
         for (node, r) in self.net.client.poll_connects() {
             if let Err(e) = r {
-                self.last_error = Some(format!("node {node}: {e}"));
+                let why = format!("node {node}: {e}");
+                self.last_error = Some(why.clone());
+                self.refused.insert(node, why);
             }
         }
         let now = Instant::now();
@@ -185,10 +191,17 @@ impl Io {
 
     /// Waits until `node` can take a request (connecting it if need be).
     fn ready(&mut self, call: &Call, node: i32) -> Result<(), AdminError> {
+        self.refused.remove(&node);
         loop {
             let now = Instant::now();
             if self.net.ready(node, now) {
                 return Ok(());
+            }
+            if let Some(why) = self.refused.remove(&node) {
+                return Err(AdminError::Network {
+                    operation: call.op,
+                    reason: why,
+                });
             }
             if now >= call.deadline {
                 return Err(self.timeout(call));
@@ -336,6 +349,19 @@ impl Io {
         let lost = self.net.apply_metadata(&resp, Instant::now());
         self.lose(lost, "broker address changed");
         Ok(resp)
+    }
+
+    /// The controller as the metadata names it (with KRaft, a broker that forwards to the
+    /// quorum, as Java's admin client uses it).
+    pub fn controller(&mut self, call: &Call) -> Result<i32, AdminError> {
+        let resp = self.metadata(call, Some(Vec::new()))?;
+        if resp.controller_id < 0 {
+            return Err(AdminError::Network {
+                operation: call.op,
+                reason: "the metadata names no controller yet".into(),
+            });
+        }
+        Ok(resp.controller_id)
     }
 
     /// The coordinator of `key` (`key_type` 0: a group, 1: a transactional id), registered as

@@ -16,6 +16,7 @@ mod cluster;
 pub mod config;
 mod error;
 pub(crate) mod io;
+mod items;
 mod offsets;
 mod resource;
 mod topics;

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::io::{Call, Io};
+use super::items::{Answers, per_item};
+use super::topics::left_ms;
 use super::{Admin, AdminError, GroupOffset, ListedOffset, OffsetSpec, Options, PerItem};
 use crate::consumer::TopicPartition;
 use crate::protocol::ErrorCode;
@@ -38,19 +40,15 @@ impl Admin {
         } else {
             IsolationLevel::ReadUncommitted
         };
-        let mut out = PerItem::new();
-        let mut pending: Vec<(TopicPartition, OffsetSpec)> = wanted.to_vec();
-        let outcome = s.io.retrying(&call, |io: &mut Io| {
-            let Round {
-                by_leader,
-                mut retry,
-                mut last,
-            } = by_leader(io, &call, &mut pending, &mut out)?;
+        let specs: BTreeMap<TopicPartition, OffsetSpec> = wanted.iter().cloned().collect();
+        let items = specs.keys().cloned().collect();
+        per_item(&mut s.io, &call, items, |io: &mut Io, pending| {
+            let (by_leader, mut answers) = by_leader(io, &call, pending)?;
             let requests = by_leader
                 .iter()
-                .map(|(node, items)| (*node, list_offsets_request(items, isolation, &call)))
+                .map(|(node, tps)| (*node, list_offsets_request(tps, &specs, isolation, &call)))
                 .collect();
-            for ((_, resp), items) in io
+            for ((_, resp), tps) in io
                 .fan_out(&call, requests)
                 .into_iter()
                 .zip(by_leader.values())
@@ -60,35 +58,17 @@ impl Admin {
                         for t in r.topics {
                             for p in t.partitions {
                                 let tp = TopicPartition::new(t.name.as_str(), p.partition_index);
-                                let Some(item) = items.iter().find(|(x, _)| *x == tp) else {
-                                    continue;
-                                };
-                                match AdminError::check(call.op, p.error_code, None) {
-                                    Ok(()) => {
-                                        out.insert(
-                                            tp,
-                                            Ok(listed(p.offset, p.timestamp, p.leader_epoch)),
-                                        );
-                                    }
-                                    Err(e) if e.is_retriable() => {
-                                        retry.push(item.clone());
-                                        last = Some(e);
-                                    }
-                                    Err(e) => {
-                                        out.insert(tp, Err(e));
-                                    }
-                                }
+                                let r = AdminError::check(call.op, p.error_code, None)
+                                    .map(|()| listed(p.offset, p.timestamp, p.leader_epoch));
+                                answers.push((tp, r));
                             }
                         }
                     }
-                    Err(e) => settle(items, e, &mut retry, &mut last, &mut out),
+                    Err(e) => answers.extend(tps.iter().map(|tp| (tp.clone(), Err(e.clone())))),
                 }
             }
-            pending = retry;
-            last.filter(|_| !pending.is_empty()).map_or(Ok(()), Err)
-        });
-        finish(outcome, pending, &mut out)?;
-        Ok(out)
+            Ok(answers)
+        })
     }
 
     /// The offsets `group` has committed (of `partitions`, or of every partition it
@@ -213,83 +193,32 @@ impl Admin {
     }
 }
 
-type Items = Vec<(TopicPartition, OffsetSpec)>;
+/// Partitions by leader, and the answers of those that have none.
+pub(crate) type ByLeader<T> = (
+    BTreeMap<i32, Vec<TopicPartition>>,
+    Answers<TopicPartition, T>,
+);
 
-/// One round of a call by leader: what to ask each leader, what to try again next round and
-/// why.
-struct Round {
-    by_leader: BTreeMap<i32, Items>,
-    retry: Items,
-    last: Option<AdminError>,
-}
-
-/// Looks up the leaders of `pending`'s partitions: those with a leader, by leader; those
-/// without one (retriable) back for the next round, with the error; the rest settled.
-fn by_leader(
+/// Looks up the leaders of `pending`'s partitions: those with a leader, by leader; the
+/// others answered at once with why not (no leader now: retried; no such partition: final).
+pub(crate) fn by_leader<T>(
     io: &mut Io,
     call: &Call,
-    pending: &mut Items,
-    out: &mut PerItem<TopicPartition, ListedOffset>,
-) -> Result<Round, AdminError> {
-    let mut topics: Vec<String> = pending.iter().map(|(tp, _)| tp.topic.to_string()).collect();
+    pending: &[TopicPartition],
+) -> Result<ByLeader<T>, AdminError> {
+    let mut topics: Vec<String> = pending.iter().map(|tp| tp.topic.to_string()).collect();
     topics.sort();
     topics.dedup();
     let m = io.metadata(call, Some(topics))?;
-    let mut grouped: BTreeMap<i32, Items> = BTreeMap::new();
-    let (mut retry, mut last) = (Vec::new(), None);
-    for item in pending.drain(..) {
-        match leader(&m, &item.0, call.op) {
-            Ok(node) => grouped.entry(node).or_default().push(item),
-            // A partition that does not exist fails at once (Java retries it until the
-            // call's time is up, which only delays the same answer).
-            Err(e) if e.code() == Some(ErrorCode::UnknownTopicOrPartition) => {
-                out.insert(item.0, Err(e));
-            }
-            Err(e) => settle(&[item], e, &mut retry, &mut last, out),
+    let mut grouped: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+    let mut answers = Vec::new();
+    for tp in pending {
+        match leader(&m, tp, call.op) {
+            Ok(node) => grouped.entry(node).or_default().push(tp.clone()),
+            Err(e) => answers.push((tp.clone(), Err(e))),
         }
     }
-    Ok(Round {
-        by_leader: grouped,
-        retry,
-        last,
-    })
-}
-
-/// A retriable error sends `items` back for the next round; another settles them.
-fn settle<T>(
-    items: &[(TopicPartition, OffsetSpec)],
-    e: AdminError,
-    retry: &mut Items,
-    last: &mut Option<AdminError>,
-    out: &mut PerItem<TopicPartition, T>,
-) {
-    if e.is_retriable() {
-        retry.extend(items.iter().cloned());
-        *last = Some(e);
-    } else {
-        for (tp, _) in items {
-            out.insert(tp.clone(), Err(e.clone()));
-        }
-    }
-}
-
-/// What is still pending when the call ends gets the call's error; an error of the call
-/// itself (closed) is the caller's.
-fn finish<T>(
-    outcome: Result<(), AdminError>,
-    pending: Items,
-    out: &mut PerItem<TopicPartition, T>,
-) -> Result<(), AdminError> {
-    match outcome {
-        Ok(()) => Ok(()),
-        Err(e @ AdminError::Closed { .. }) => Err(e),
-        Err(e) => {
-            for (tp, _) in pending {
-                out.insert(tp, Err(e.clone()));
-            }
-            Ok(())
-        }
-    }
+    Ok((grouped, answers))
 }
 
 /// The leader of `tp` in a metadata answer.
@@ -335,24 +264,22 @@ pub(crate) fn leader(
 }
 
 fn list_offsets_request(
-    items: &Items,
+    tps: &[TopicPartition],
+    specs: &BTreeMap<TopicPartition, OffsetSpec>,
     isolation: IsolationLevel,
     call: &Call,
 ) -> ListOffsetsRequest {
     let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
-    for (tp, spec) in items {
+    for tp in tps {
         topics
             .entry(&tp.topic)
             .or_default()
             .push(ListOffsetsPartition {
                 partition_index: tp.partition,
                 current_leader_epoch: -1,
-                timestamp: spec.wire(),
+                timestamp: specs[tp].wire(),
             });
     }
-    let left = call
-        .deadline
-        .saturating_duration_since(std::time::Instant::now());
     ListOffsetsRequest {
         isolation_level: isolation,
         topics: topics
@@ -362,7 +289,7 @@ fn list_offsets_request(
                 partitions,
             })
             .collect(),
-        timeout_ms: i32::try_from(left.as_millis()).unwrap_or(i32::MAX),
+        timeout_ms: left_ms(call),
     }
 }
 

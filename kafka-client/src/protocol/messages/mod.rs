@@ -7,6 +7,8 @@ pub mod api_versions;
 mod common;
 pub mod consumer_group_heartbeat;
 pub mod consumer_protocol;
+pub mod create_topics;
+pub mod delete_topics;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
