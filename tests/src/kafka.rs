@@ -501,20 +501,15 @@ impl Cluster {
         self.script(&["start-broker", &id.to_string()], START_TIMEOUT);
     }
 
-    /// Ids of the brokers the cluster reports as running (unfenced).
+    /// Ids of the brokers the cluster reports as running (unfenced: KRaft's metadata names
+    /// only those).
     pub fn running_brokers(&self) -> Vec<i32> {
-        let out = self.tool_ok(
-            "cluster",
-            &["list-endpoints", "--bootstrap-server", &self.bootstrap],
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                (cols.len() >= 6 && cols[4] == "unfenced" && cols[5] == "broker")
-                    .then(|| cols[0].parse().ok())
-                    .flatten()
-            })
+        self.admin()
+            .describe_cluster(&admin::Options::timeout(TOOL_TIMEOUT))
+            .unwrap_or_else(|e| panic!("describe cluster: {e}"))
+            .brokers
+            .iter()
+            .map(|b| b.id)
             .collect()
     }
 
