@@ -163,13 +163,15 @@ fn a_begin_awaits_the_end_of_a_checkpoint_by_parking_its_task() {
         });
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!begin.is_finished(), "begin waits for the checkpoint's end");
+        // Measured while the begin waited; the hooks below are the engine's blocking calls.
+        let gap = tick.stop();
         let inits = c.seen(ApiKey::InitProducerId).len();
         // A restore: the copy takes its producer id again, then the begin goes on.
         let ctx = Context::new("test");
         p.as_resource().after_restore(&ctx).unwrap();
         txn.after_restore(&ctx).unwrap();
         begin.await.unwrap().unwrap();
-        (tick.stop(), inits)
+        (gap, inits)
     });
     assert_eq!(c.seen(ApiKey::InitProducerId).len(), inits_before + 1);
     assert!(
