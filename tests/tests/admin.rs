@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crac_tests::kafka::Cluster;
-use kafka_client::admin::{NewTopic, OffsetSpec, Options};
+use kafka_client::admin::{ConfigOp, ConfigResource, ConfigSource, NewTopic, OffsetSpec, Options};
 use kafka_client::{
     Admin, Consumer, ConsumerConfig, ErrorCode, Producer, ProducerConfig, ProducerRecord,
     TopicPartition,
@@ -24,6 +24,22 @@ fn admin() -> Admin {
     props.push(("crac.register".into(), "false".into()));
     props.push(("default.api.timeout.ms".into(), "60000".into()));
     Admin::from_properties(props).unwrap()
+}
+
+/// Polls `f` (every 50 ms, up to 30 s) until it has a value: what the controller committed
+/// reaches every broker a moment later.
+fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn opts() -> Options {
@@ -249,6 +265,11 @@ fn create_and_delete_answer_per_topic() {
         "the controller's message is kept: {:?}",
         got["adm-rf"]
     );
+    let id = eventually("every broker to know the new topic", || {
+        let d = a.describe_topics(&["adm-new"], &opts()).unwrap();
+        d["adm-new"].as_ref().ok().map(|d| d.topic_id)
+    });
+    assert_eq!(id, created.topic_id);
     // Java sees the topic as created, with its config.
     let parts = k.java_describe("adm-new");
     assert_eq!(parts.len(), 3);
@@ -266,8 +287,6 @@ fn create_and_delete_answer_per_topic() {
         ],
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("retention.ms=12345"));
-    let d = a.describe_topics(&["adm-new"], &opts()).unwrap();
-    assert_eq!(d["adm-new"].as_ref().unwrap().topic_id, created.topic_id);
 
     // Only validated: answered as if created, and nothing is.
     let got = a
@@ -286,8 +305,10 @@ fn create_and_delete_answer_per_topic() {
         got["adm-never"].as_ref().unwrap_err().code(),
         Some(ErrorCode::UnknownTopicOrPartition)
     );
-    let listed = a.list_topics(false, &opts()).unwrap();
-    assert!(!listed.contains_key("adm-new"), "{listed:?}");
+    eventually("the deleted topic to leave every broker's metadata", || {
+        let listed = a.list_topics(false, &opts()).unwrap();
+        (!listed.contains_key("adm-new")).then_some(())
+    });
 }
 
 #[test]
@@ -306,5 +327,187 @@ fn a_create_reaches_the_controller_after_the_one_it_knew_is_gone() {
     assert!(got["adm-moved"].is_ok(), "{got:?}");
     let after = a.describe_cluster(&opts()).unwrap();
     assert_ne!(after.controller, Some(gone), "{after:?}");
+    eventually("the new topic to reach every broker", || {
+        let d = a.describe_topics(&["adm-moved"], &opts()).unwrap();
+        d["adm-moved"].is_ok().then_some(())
+    });
     assert_eq!(k.java_describe("adm-moved").len(), 2);
+}
+
+#[test]
+fn configs_are_described_with_their_source_and_altered_key_by_key() {
+    let k = kafka();
+    k.create_topic_with_config("adm-configs", 1, 1, &[("retention.ms", "3600000")]);
+    let a = admin();
+    let topic = ConfigResource::Topic("adm-configs".into());
+    let got = a
+        .describe_configs(
+            &[
+                topic.clone(),
+                ConfigResource::Broker(1),
+                ConfigResource::Topic("adm-none".into()),
+            ],
+            &opts(),
+        )
+        .unwrap();
+    let t = got[&topic].as_ref().unwrap();
+    assert_eq!(t["retention.ms"].value.as_deref(), Some("3600000"));
+    assert_eq!(t["retention.ms"].source, ConfigSource::DynamicTopic);
+    assert_eq!(t["cleanup.policy"].source, ConfigSource::Default);
+    assert!(t["retention.ms"].documentation.is_some());
+    let b = got[&ConfigResource::Broker(1)].as_ref().unwrap();
+    assert_eq!(b["node.id"].value.as_deref(), Some("1"));
+    assert_eq!(
+        got[&ConfigResource::Topic("adm-none".into())]
+            .as_ref()
+            .unwrap_err()
+            .code(),
+        Some(ErrorCode::UnknownTopicOrPartition)
+    );
+
+    let done = a
+        .alter_configs(
+            &[
+                (
+                    topic.clone(),
+                    vec![
+                        ConfigOp::Set("segment.ms".into(), "7200000".into()),
+                        ConfigOp::Delete("retention.ms".into()),
+                    ],
+                ),
+                (
+                    ConfigResource::Topic("adm-none".into()),
+                    vec![ConfigOp::Set("segment.ms".into(), "1".into())],
+                ),
+            ],
+            &opts(),
+        )
+        .unwrap();
+    assert!(done[&topic].is_ok(), "{done:?}");
+    assert!(done[&ConfigResource::Topic("adm-none".into())].is_err());
+    // The controller has it; each broker applies it a moment later.
+    let t = eventually("the change to reach the broker asked", || {
+        let t = a
+            .describe_configs(std::slice::from_ref(&topic), &opts())
+            .unwrap();
+        let t = t[&topic].as_ref().unwrap().clone();
+        (t["segment.ms"].value.as_deref() == Some("7200000")).then_some(t)
+    });
+    assert_eq!(
+        t["retention.ms"].source,
+        ConfigSource::Default,
+        "back to the default"
+    );
+
+    // A bad value is refused for its resource, naming it; validate_only changes nothing.
+    let bad = a
+        .alter_configs(
+            &[(
+                topic.clone(),
+                vec![ConfigOp::Set("cleanup.policy".into(), "sometimes".into())],
+            )],
+            &opts(),
+        )
+        .unwrap();
+    assert_eq!(
+        bad[&topic].as_ref().unwrap_err().code(),
+        Some(ErrorCode::InvalidConfig),
+        "{bad:?}"
+    );
+    a.alter_configs(
+        &[(
+            topic.clone(),
+            vec![ConfigOp::Set("segment.ms".into(), "60000".into())],
+        )],
+        &opts().validate_only(),
+    )
+    .unwrap()[&topic]
+        .as_ref()
+        .unwrap();
+    let t = a
+        .describe_configs(std::slice::from_ref(&topic), &opts())
+        .unwrap();
+    assert_eq!(
+        t[&topic].as_ref().unwrap()["segment.ms"].value.as_deref(),
+        Some("7200000")
+    );
+    let e = a
+        .describe_configs(&[ConfigResource::Broker(99)], &opts())
+        .unwrap();
+    assert!(
+        matches!(
+            e[&ConfigResource::Broker(99)],
+            Err(kafka_client::AdminError::InvalidArgument { .. })
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn groups_are_listed_from_every_broker_and_described_by_their_coordinator() {
+    let k = kafka();
+    k.create_topic("adm-live", 2, 2);
+    let a = admin();
+    // An empty group: offsets only.
+    a.alter_group_offsets(
+        "adm-empty",
+        &[(TopicPartition::new("adm-live", 0), 0)],
+        &opts(),
+    )
+    .unwrap();
+    let mut props = k.plaintext().properties();
+    props.extend(
+        [
+            ("group.id", "adm-live-g"),
+            ("client.id", "adm-live-client"),
+            ("crac.register", "false"),
+        ]
+        .map(|(a, b)| (a.to_owned(), b.to_owned())),
+    );
+    let c = Consumer::new(ConsumerConfig::from_properties(props).unwrap()).unwrap();
+    c.subscribe(["adm-live"]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while c.assignment().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "never assigned");
+        c.poll(Duration::from_millis(200)).unwrap();
+    }
+    let all = a.list_groups(&[], &opts()).unwrap();
+    let live = all
+        .iter()
+        .find(|g| g.group_id == "adm-live-g")
+        .expect("listed");
+    assert_eq!(
+        (live.state.as_str(), live.group_type.as_str()),
+        ("Stable", "classic"),
+        "{live:?}"
+    );
+    let empty = a.list_groups(&["Empty"], &opts()).unwrap();
+    assert!(empty.iter().any(|g| g.group_id == "adm-empty"), "{empty:?}");
+    assert!(
+        !empty.iter().any(|g| g.group_id == "adm-live-g"),
+        "{empty:?}"
+    );
+
+    let got = a
+        .describe_groups(&["adm-live-g", "adm-no-such-group"], &opts())
+        .unwrap();
+    let d = got["adm-live-g"].as_ref().unwrap();
+    assert_eq!(d.state, "Stable");
+    assert_eq!(d.protocol_type, "consumer");
+    assert_eq!(d.members.len(), 1, "{d:?}");
+    let m = &d.members[0];
+    assert_eq!(m.client_id, "adm-live-client");
+    assert_eq!(m.subscription, ["adm-live"]);
+    assert_eq!(
+        m.assignment,
+        [
+            TopicPartition::new("adm-live", 0),
+            TopicPartition::new("adm-live", 1)
+        ]
+    );
+    assert_eq!(
+        got["adm-no-such-group"].as_ref().unwrap_err().code(),
+        Some(ErrorCode::GroupIdNotFound)
+    );
+    c.close(Duration::from_secs(30)).unwrap();
 }

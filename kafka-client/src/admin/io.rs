@@ -191,6 +191,12 @@ impl Io {
 
     /// Waits until `node` can take a request (connecting it if need be).
     fn ready(&mut self, call: &Call, node: i32) -> Result<(), AdminError> {
+        if !self.net.client.knows(node) {
+            return Err(AdminError::invalid(
+                call.op,
+                format!("no broker {node} in the cluster's metadata"),
+            ));
+        }
         self.refused.remove(&node);
         loop {
             let now = Instant::now();
@@ -387,6 +393,14 @@ impl Io {
         let lost = self.net.client.set_node(c.node_id, &c.host, port);
         self.lose(lost, "coordinator address changed");
         Ok(c.node_id)
+    }
+
+    /// The node ids of every broker the metadata knows.
+    pub fn brokers(&mut self, call: &Call) -> Result<Vec<i32>, AdminError> {
+        let resp = self.metadata(call, Some(Vec::new()))?;
+        let mut ids: Vec<i32> = resp.brokers.iter().map(|b| b.node_id).collect();
+        ids.sort_unstable();
+        Ok(ids)
     }
 
     /// Closes every connection (before a checkpoint, at close); what was in flight is lost.

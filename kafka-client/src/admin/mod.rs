@@ -14,7 +14,9 @@
 
 mod cluster;
 pub mod config;
+mod configs;
 mod error;
+mod groups;
 pub(crate) mod io;
 mod items;
 mod offsets;
@@ -29,7 +31,9 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 pub use self::config::AdminConfig;
+pub use self::configs::{ConfigEntry, ConfigOp, ConfigResource, ConfigSource};
 pub use self::error::AdminError;
+pub use self::groups::{GroupDescription, GroupListing, MemberDescription};
 use self::io::{Call, Io};
 pub use self::types::*;
 

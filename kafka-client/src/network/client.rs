@@ -261,7 +261,13 @@ impl<T> NetworkClient<T> {
         lost
     }
 
-    /// Whether a connection to the node is open.
+    /// Whether `node_id` is a node of this client (a broker the metadata named, a bootstrap
+    /// server, a coordinator).
+    pub fn knows(&self, node_id: i32) -> bool {
+        self.nodes.contains_key(&node_id)
+    }
+
+    /// Whether `node_id` has an open connection.
     pub fn is_connected(&self, node_id: i32) -> bool {
         self.nodes.get(&node_id).is_some_and(|n| n.conn.is_some())
     }
