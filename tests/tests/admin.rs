@@ -509,5 +509,77 @@ fn groups_are_listed_from_every_broker_and_described_by_their_coordinator() {
         got["adm-no-such-group"].as_ref().unwrap_err().code(),
         Some(ErrorCode::GroupIdNotFound)
     );
+    // A group's offsets of a topic it consumes cannot be deleted.
+    let got = a
+        .delete_group_offsets("adm-live-g", &[TopicPartition::new("adm-live", 0)], &opts())
+        .unwrap();
+    assert_eq!(
+        got[&TopicPartition::new("adm-live", 0)]
+            .as_ref()
+            .unwrap_err()
+            .code(),
+        Some(ErrorCode::GroupSubscribedToTopic)
+    );
     c.close(Duration::from_secs(30)).unwrap();
+}
+
+#[test]
+fn partitions_are_added_records_deleted_and_a_group_s_offsets_removed() {
+    let k = kafka();
+    k.create_topic("adm-grow", 2, 2);
+    let a = admin();
+    let got = a
+        .create_partitions(&[("adm-grow", 4), ("adm-no-topic", 3)], &opts())
+        .unwrap();
+    assert!(got["adm-grow"].is_ok(), "{got:?}");
+    assert_eq!(
+        got["adm-no-topic"].as_ref().unwrap_err().code(),
+        Some(ErrorCode::UnknownTopicOrPartition)
+    );
+    eventually("the new partitions to reach every broker", || {
+        let d = a.describe_topics(&["adm-grow"], &opts()).unwrap();
+        (d["adm-grow"].as_ref().ok()?.partitions.len() == 4).then_some(())
+    });
+    let got = a.create_partitions(&[("adm-grow", 3)], &opts()).unwrap();
+    assert_eq!(
+        got["adm-grow"].as_ref().unwrap_err().code(),
+        Some(ErrorCode::InvalidPartitions)
+    );
+
+    // Records before offset 4 of partition 0 go; the log starts there.
+    produce("adm-grow", 0, 10, 1_700_000_000_000);
+    let (p0, p9) = (
+        TopicPartition::new("adm-grow", 0),
+        TopicPartition::new("adm-grow", 9),
+    );
+    let got = a
+        .delete_records(&[(p0.clone(), 4), (p9.clone(), 1)], &opts())
+        .unwrap();
+    assert_eq!(*got[&p0].as_ref().unwrap(), 4);
+    assert_eq!(
+        got[&p9].as_ref().unwrap_err().code(),
+        Some(ErrorCode::UnknownTopicOrPartition)
+    );
+    let first = a
+        .list_offsets(&[(p0.clone(), OffsetSpec::Earliest)], false, &opts())
+        .unwrap();
+    assert_eq!(first[&p0].as_ref().unwrap().offset, 4);
+
+    // An empty group's offsets of one partition are removed; the other's stay.
+    let p1 = TopicPartition::new("adm-grow", 1);
+    a.alter_group_offsets("adm-del-g", &[(p0.clone(), 6), (p1.clone(), 0)], &opts())
+        .unwrap();
+    let got = a
+        .delete_group_offsets("adm-del-g", std::slice::from_ref(&p0), &opts())
+        .unwrap();
+    assert!(got[&p0].is_ok(), "{got:?}");
+    let left = a.list_group_offsets("adm-del-g", None, &opts()).unwrap();
+    assert_eq!(left.keys().collect::<Vec<_>>(), [&p1]);
+    let got = a
+        .delete_group_offsets("adm-no-such-g", std::slice::from_ref(&p0), &opts())
+        .unwrap();
+    assert_eq!(
+        got[&p0].as_ref().unwrap_err().code(),
+        Some(ErrorCode::GroupIdNotFound)
+    );
 }

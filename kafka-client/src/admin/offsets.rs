@@ -1,5 +1,6 @@
-//! Offsets: a partition's (earliest, latest, by time) from its leader, and a group's committed
-//! ones from its coordinator (list, alter).
+//! Offsets: a partition's (earliest, latest, by time) from its leader, records deleted up to
+//! an offset at the leader, and a group's committed offsets at its coordinator (list, alter,
+//! delete).
 
 use std::collections::BTreeMap;
 
@@ -10,6 +11,7 @@ use super::{Admin, AdminError, GroupOffset, ListedOffset, OffsetSpec, Options, P
 use crate::consumer::TopicPartition;
 use crate::protocol::ErrorCode;
 use crate::protocol::messages::MetadataResponse;
+use crate::protocol::messages::delete_records::DeleteRecordsRequest;
 use crate::protocol::messages::fetch::IsolationLevel;
 use crate::protocol::messages::list_offsets::{
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
@@ -17,6 +19,7 @@ use crate::protocol::messages::list_offsets::{
 use crate::protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use crate::protocol::messages::offset_delete::OffsetDeleteRequest;
 use crate::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics,
 };
@@ -68,6 +71,98 @@ impl Admin {
                 }
             }
             Ok(answers)
+        })
+    }
+
+    /// Deletes the records before each offset given (`-1`: up to the high watermark), at
+    /// each partition's leader; answers each partition's new start (its low watermark).
+    pub fn delete_records(
+        &self,
+        before: &[(TopicPartition, i64)],
+        opts: &Options,
+    ) -> Result<PerItem<TopicPartition, i64>, AdminError> {
+        let (call, mut s) = self.call("delete_records", opts)?;
+        let offsets: BTreeMap<TopicPartition, i64> = before.iter().cloned().collect();
+        let items = offsets.keys().cloned().collect();
+        per_item(&mut s.io, &call, items, |io: &mut Io, pending| {
+            let (by_leader, mut answers) = by_leader(io, &call, pending)?;
+            let requests = by_leader
+                .iter()
+                .map(|(node, tps)| {
+                    let topics = by_topic(tps)
+                        .into_iter()
+                        .map(|(t, ps)| {
+                            let with: Vec<(i32, i64)> = ps
+                                .into_iter()
+                                .map(|p| (p, offsets[&TopicPartition::new(t.as_str(), p)]))
+                                .collect();
+                            (t, with)
+                        })
+                        .collect();
+                    let req = DeleteRecordsRequest {
+                        topics,
+                        timeout_ms: left_ms(&call),
+                    };
+                    (*node, req)
+                })
+                .collect();
+            for ((_, resp), tps) in io
+                .fan_out(&call, requests)
+                .into_iter()
+                .zip(by_leader.values())
+            {
+                match resp {
+                    Ok(r) => {
+                        for (t, parts) in r.topics {
+                            for p in parts {
+                                let tp = TopicPartition::new(t.as_str(), p.partition_index);
+                                let r = AdminError::check(call.op, p.error_code, None)
+                                    .map(|()| p.low_watermark);
+                                answers.push((tp, r));
+                            }
+                        }
+                    }
+                    Err(e) => answers.extend(tps.iter().map(|tp| (tp.clone(), Err(e.clone())))),
+                }
+            }
+            Ok(answers)
+        })
+    }
+
+    /// Removes `group`'s committed offsets of `partitions`, at its coordinator (KIP-496):
+    /// per partition (`GROUP_SUBSCRIBED_TO_TOPIC` while a member consumes the topic); a
+    /// group-level refusal (`GROUP_ID_NOT_FOUND`) is every partition's.
+    pub fn delete_group_offsets(
+        &self,
+        group: &str,
+        partitions: &[TopicPartition],
+        opts: &Options,
+    ) -> Result<PerItem<TopicPartition, ()>, AdminError> {
+        let (call, mut s) = self.call("delete_group_offsets", opts)?;
+        let req = OffsetDeleteRequest {
+            group_id: group.to_owned(),
+            topics: by_topic(partitions).into_iter().collect(),
+        };
+        s.io.retrying(&call, |io: &mut Io| {
+            let node = io.coordinator(&call, GROUP, group)?;
+            let resp = io.request(&call, node, &req)?;
+            let group_error = AdminError::check(call.op, resp.error_code, None);
+            if group_error.as_ref().is_err_and(AdminError::is_retriable) {
+                return group_error.map(|()| PerItem::new());
+            }
+            let mut out = PerItem::new();
+            for tp in partitions {
+                out.insert(tp.clone(), group_error.clone());
+            }
+            if group_error.is_ok() {
+                for (t, parts) in resp.topics {
+                    for (p, code) in parts {
+                        let tp = TopicPartition::new(t.as_str(), p);
+                        out.insert(tp, AdminError::check(call.op, code, None));
+                    }
+                }
+            }
+            Ok(out)
         })
     }
 

@@ -11,6 +11,9 @@ use super::{
     TopicId, TopicListing,
 };
 use crate::protocol::ErrorCode;
+use crate::protocol::messages::create_partitions::{
+    CreatePartitionsRequest, CreatePartitionsTopic,
+};
 use crate::protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
 use crate::protocol::messages::delete_topics::DeleteTopicsRequest;
 use crate::protocol::messages::metadata::MetadataTopic;
@@ -81,6 +84,45 @@ impl Admin {
                 .map(|t| {
                     let r = AdminError::check(OP, t.error_code, t.error_message.as_deref());
                     (t.name.unwrap_or_default(), r)
+                })
+                .collect())
+        })
+    }
+
+    /// Raises each topic's partition count to the total given, at the controller, per topic
+    /// (`INVALID_PARTITIONS` for fewer than it has). With [`Options::validate_only`] only
+    /// checks.
+    pub fn create_partitions(
+        &self,
+        totals: &[(&str, i32)],
+        opts: &Options,
+    ) -> Result<PerItem<String, ()>, AdminError> {
+        const OP: &str = "create_partitions";
+        let (call, mut s) = self.call(OP, opts)?;
+        let wanted: BTreeMap<String, i32> =
+            totals.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect();
+        let names = wanted.keys().cloned().collect();
+        per_item(&mut s.io, &call, names, |io: &mut Io, pending| {
+            let node = io.controller(&call)?;
+            let req = CreatePartitionsRequest {
+                topics: pending
+                    .iter()
+                    .map(|n| CreatePartitionsTopic {
+                        name: n.clone(),
+                        count: wanted[n],
+                        assignments: None,
+                    })
+                    .collect(),
+                timeout_ms: left_ms(&call),
+                validate_only: opts.validate_only,
+            };
+            let resp = io.request(&call, node, &req)?;
+            Ok(resp
+                .results
+                .into_iter()
+                .map(|t| {
+                    let r = AdminError::check(OP, t.error_code, t.error_message.as_deref());
+                    (t.name, r)
                 })
                 .collect())
         })
