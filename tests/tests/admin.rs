@@ -509,6 +509,43 @@ fn groups_are_listed_from_every_broker_and_described_by_their_coordinator() {
         got["adm-no-such-group"].as_ref().unwrap_err().code(),
         Some(ErrorCode::GroupIdNotFound)
     );
+    // A group of the KIP-848 protocol is described by ConsumerGroupDescribe.
+    let mut props = k.plaintext().properties();
+    props.extend(
+        [
+            ("group.id", "adm-848-g"),
+            ("group.protocol", "consumer"),
+            ("crac.register", "false"),
+        ]
+        .map(|(a, b)| (a.to_owned(), b.to_owned())),
+    );
+    let c848 = Consumer::new(ConsumerConfig::from_properties(props).unwrap()).unwrap();
+    c848.subscribe(["adm-live"]).unwrap();
+    while c848.assignment().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "848 member never assigned"
+        );
+        c848.poll(Duration::from_millis(200)).unwrap();
+    }
+    let got = a.describe_groups(&["adm-848-g"], &opts()).unwrap();
+    let d = got["adm-848-g"].as_ref().unwrap();
+    assert_eq!(
+        (d.group_type.as_str(), d.state.as_str()),
+        ("consumer", "Stable"),
+        "{d:?}"
+    );
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(d.members[0].subscription, ["adm-live"]);
+    assert_eq!(d.members[0].assignment.len(), 2);
+    let listed = a.list_groups(&[], &opts()).unwrap();
+    let g = listed
+        .iter()
+        .find(|g| g.group_id == "adm-848-g")
+        .expect("listed");
+    assert_eq!(g.group_type, "consumer");
+    c848.close(Duration::from_secs(30)).unwrap();
+
     // A group's offsets of a topic it consumes cannot be deleted.
     let got = a
         .delete_group_offsets("adm-live-g", &[TopicPartition::new("adm-live", 0)], &opts())
@@ -582,4 +619,58 @@ fn partitions_are_added_records_deleted_and_a_group_s_offsets_removed() {
         got[&p0].as_ref().unwrap_err().code(),
         Some(ErrorCode::GroupIdNotFound)
     );
+}
+
+#[test]
+fn an_open_transaction_is_seen_by_its_coordinator_and_its_partition_s_leader() {
+    let k = kafka();
+    k.create_topic("adm-txn", 1, 3);
+    let mut props = k.plaintext().properties();
+    props.extend(
+        [("crac.register", "false"), ("transactional.id", "adm-tx-1")]
+            .map(|(a, b)| (a.to_owned(), b.to_owned())),
+    );
+    let p = Producer::new(ProducerConfig::from_properties(props).unwrap()).unwrap();
+    p.init_transactions().unwrap();
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new("adm-txn").partition(0).value(b"x"))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let a = admin();
+    let tp = TopicPartition::new("adm-txn", 0);
+    let listed = a.list_transactions(&["Ongoing"], &opts()).unwrap();
+    let mine = listed
+        .iter()
+        .find(|t| t.transactional_id == "adm-tx-1")
+        .expect("listed as ongoing");
+    let got = a
+        .describe_transactions(&["adm-tx-1", "adm-tx-never"], &opts())
+        .unwrap();
+    let d = got["adm-tx-1"].as_ref().unwrap();
+    assert_eq!(d.state, "Ongoing");
+    assert_eq!(d.producer_id, mine.producer_id);
+    assert_eq!(d.partitions, [tp.clone()]);
+    assert!(d.start_time_ms.is_some());
+    assert_eq!(
+        got["adm-tx-never"].as_ref().unwrap_err().code(),
+        Some(ErrorCode::TransactionalIdNotFound)
+    );
+    let producers = a
+        .describe_producers(std::slice::from_ref(&tp), &opts())
+        .unwrap();
+    let active = producers[&tp].as_ref().unwrap();
+    let me = active
+        .iter()
+        .find(|x| x.producer_id == mine.producer_id)
+        .expect("the leader knows the producer");
+    assert_eq!(me.transaction_start_offset, Some(0), "{me:?}");
+
+    p.commit_transaction().unwrap();
+    eventually("the commit to complete", || {
+        let got = a.describe_transactions(&["adm-tx-1"], &opts()).unwrap();
+        let d = got["adm-tx-1"].as_ref().unwrap();
+        (d.state == "CompleteCommit" && d.partitions.is_empty()).then_some(())
+    });
+    p.close(Duration::from_secs(30)).unwrap();
 }

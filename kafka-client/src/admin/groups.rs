@@ -1,5 +1,6 @@
 //! Consumer groups: list them (every broker coordinates some), describe them (at each
-//! group's coordinator).
+//! group's coordinator: DescribeGroups for a classic group, ConsumerGroupDescribe for one of
+//! the KIP-848 protocol).
 
 use super::io::Io;
 use super::items::per_item;
@@ -7,6 +8,9 @@ use super::offsets::GROUP;
 use super::{Admin, AdminError, Options, PerItem};
 use crate::consumer::TopicPartition;
 use crate::protocol::ErrorCode;
+use crate::protocol::messages::consumer_group_describe::{
+    AssignedTopic, ConsumerGroupDescribeRequest, DescribedConsumerGroup,
+};
 use crate::protocol::messages::consumer_protocol::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicPartitions,
 };
@@ -48,11 +52,13 @@ pub struct MemberDescription {
 pub struct GroupDescription {
     /// Id.
     pub group_id: String,
+    /// `classic` or `consumer` (KIP-848).
+    pub group_type: String,
     /// State (`Stable`, `Empty`, `PreparingRebalance`, …).
     pub state: String,
-    /// `consumer` for a consumer group.
+    /// `consumer` for a consumer group (of either protocol).
     pub protocol_type: String,
-    /// The assignor the group uses.
+    /// The assignor the group uses (a member's for classic groups, the broker's for KIP-848).
     pub assignor: String,
     /// The coordinator's node id.
     pub coordinator: i32,
@@ -106,27 +112,96 @@ impl Admin {
         per_item(&mut s.io, &call, items, |io: &mut Io, pending| {
             let mut answers = Vec::new();
             for g in pending {
-                let r = io.coordinator(&call, GROUP, g).and_then(|node| {
-                    let req = DescribeGroupsRequest {
-                        groups: vec![g.clone()],
-                        include_authorized_operations: false,
-                    };
-                    let resp = io.request(&call, node, &req)?;
-                    let d = resp
-                        .groups
-                        .into_iter()
-                        .find(|d| &d.group_id == g)
-                        .ok_or_else(|| AdminError::Protocol {
-                            operation: call.op,
-                            reason: format!("DescribeGroups answered without the group {g:?}"),
-                        })?;
-                    describe(d, node, call.op)
-                });
+                let r = io
+                    .coordinator(&call, GROUP, g)
+                    .and_then(|node| describe_one(io, &call, node, g));
                 answers.push((g.clone(), r));
             }
             Ok(answers)
         })
     }
+}
+
+/// One group at its coordinator: as a classic group; one the coordinator does not know as
+/// classic (`GROUP_ID_NOT_FOUND`) as a KIP-848 group, whose error is then the answer.
+fn describe_one(
+    io: &mut Io,
+    call: &super::io::Call,
+    node: i32,
+    g: &str,
+) -> Result<GroupDescription, AdminError> {
+    let missing = |api: &str| AdminError::Protocol {
+        operation: call.op,
+        reason: format!("{api} answered without the group {g:?}"),
+    };
+    let req = DescribeGroupsRequest {
+        groups: vec![g.to_owned()],
+        include_authorized_operations: false,
+    };
+    let d = io
+        .request(call, node, &req)?
+        .groups
+        .into_iter()
+        .find(|d| d.group_id == g)
+        .ok_or_else(|| missing("DescribeGroups"))?;
+    match describe(d, node, call.op) {
+        Err(e) if e.code() == Some(ErrorCode::GroupIdNotFound) => {
+            let req = ConsumerGroupDescribeRequest {
+                group_ids: vec![g.to_owned()],
+                include_authorized_operations: false,
+            };
+            let d = io
+                .request(call, node, &req)?
+                .groups
+                .into_iter()
+                .find(|d| d.group_id == g)
+                .ok_or_else(|| missing("ConsumerGroupDescribe"))?;
+            describe_consumer(d, node, call.op)
+        }
+        r => r,
+    }
+}
+
+/// A KIP-848 group of a ConsumerGroupDescribe answer, or its error.
+fn describe_consumer(
+    d: DescribedConsumerGroup,
+    coordinator: i32,
+    op: &'static str,
+) -> Result<GroupDescription, AdminError> {
+    AdminError::check(op, d.error_code, d.error_message.as_deref())?;
+    let assigned = |topics: &[AssignedTopic]| {
+        let mut out: Vec<TopicPartition> = topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| TopicPartition::new(t.topic_name.as_str(), *p))
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let members = d
+        .members
+        .into_iter()
+        .map(|m| MemberDescription {
+            assignment: assigned(&m.assignment),
+            member_id: m.member_id,
+            instance_id: m.instance_id,
+            client_id: m.client_id,
+            host: m.client_host,
+            subscription: m.subscribed_topic_names,
+        })
+        .collect();
+    Ok(GroupDescription {
+        group_id: d.group_id,
+        group_type: "consumer".into(),
+        state: d.group_state,
+        protocol_type: "consumer".into(),
+        assignor: d.assignor_name,
+        coordinator,
+        members,
+    })
 }
 
 /// A group of a DescribeGroups answer, or its error. A `Dead` group (what versions before 6
@@ -168,6 +243,7 @@ fn describe(
         .collect();
     Ok(GroupDescription {
         group_id: d.group_id,
+        group_type: "classic".into(),
         state: d.group_state,
         protocol_type: d.protocol_type,
         assignor: d.protocol_data,

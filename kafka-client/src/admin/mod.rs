@@ -8,9 +8,10 @@
 //! leader, every broker) and are retried on the same errors. A call about several items (topics,
 //! partitions, groups) answers per item: one failing does not fail the rest.
 //!
-//! Modules: [`io`] (the connections, driven by the calling thread; retries), one module per
-//! area: `cluster`, `topics`, `configs`, `groups`, `offsets`, `transactions`; and the admin
-//! client as a CRaC resource (`resource`).
+//! Modules: [`io`] (the connections, driven by the calling thread; retries), `items` (calls
+//! about several items, answered per item), one module per area: `cluster`, `topics`,
+//! `configs`, `groups`, `offsets`, `transactions`; and the admin client as a CRaC resource
+//! (`resource`).
 
 mod cluster;
 pub mod config;
@@ -22,6 +23,7 @@ mod items;
 mod offsets;
 mod resource;
 mod topics;
+mod transactions;
 mod types;
 
 use std::sync::Arc;
@@ -35,6 +37,7 @@ pub use self::configs::{ConfigEntry, ConfigOp, ConfigResource, ConfigSource};
 pub use self::error::AdminError;
 pub use self::groups::{GroupDescription, GroupListing, MemberDescription};
 use self::io::{Call, Io};
+pub use self::transactions::{ActiveProducer, TransactionDescription, TransactionListing};
 pub use self::types::*;
 
 /// How a call runs: its timeout, and whether the broker only checks it.
