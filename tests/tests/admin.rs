@@ -650,7 +650,7 @@ fn an_open_transaction_is_seen_by_its_coordinator_and_its_partition_s_leader() {
     let d = got["adm-tx-1"].as_ref().unwrap();
     assert_eq!(d.state, "Ongoing");
     assert_eq!(d.producer_id, mine.producer_id);
-    assert_eq!(d.partitions, [tp.clone()]);
+    assert_eq!(d.partitions, std::slice::from_ref(&tp));
     assert!(d.start_time_ms.is_some());
     assert_eq!(
         got["adm-tx-never"].as_ref().unwrap_err().code(),
