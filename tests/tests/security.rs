@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use crac_tests::kafka::{Access, Cluster, JavaRecord};
 use crac_tests::process::{Proc, TempDir, crac_checkpoint, crac_command, must, wait_acked};
 use crac_tests::stream::check_stream;
+use kafka_client::admin::{NewTopic, OffsetSpec, Options};
 use kafka_client::{
-    Consumer, ConsumerConfig, ConsumerError, ProduceError, Producer, ProducerConfig,
-    ProducerRecord, TopicPartition,
+    Admin, AdminError, Consumer, ConsumerConfig, ConsumerError, ProduceError, Producer,
+    ProducerConfig, ProducerRecord, TopicPartition,
 };
 
 fn kafka() -> &'static Cluster {
@@ -183,6 +184,73 @@ fn mutual_tls_with_an_encrypted_inline_key() {
     producer.close(Duration::from_secs(10)).unwrap();
     let got = k.consume_all_via(&k.access("MTLS", None), topic, 1, Duration::from_secs(30));
     assert_eq!(got[0].value.as_deref(), Some("inline"));
+}
+
+/// The admin client over SASL_SSL (SCRAM-SHA-512): creates a topic, sees it and its end
+/// offset; a wrong password is an authentication error within the call's time, not a hang.
+#[test]
+fn the_admin_client_works_over_sasl_ssl_and_names_a_wrong_password() {
+    let k = kafka();
+    let access = k.access("SASL_SSL", Some("SCRAM-SHA-512"));
+    let admin_of = |a: &Access| {
+        let mut props = a.properties();
+        props.push(("crac.register".into(), "false".into()));
+        Admin::from_properties(props).unwrap()
+    };
+    let a = admin_of(&access);
+    let opts = Options::default();
+    let created = a
+        .create_topics(&[NewTopic::new("admin-over-sasl", 2, 1)], &opts)
+        .unwrap();
+    assert!(created["admin-over-sasl"].is_ok(), "{created:?}");
+    let c = a.describe_cluster(&opts).unwrap();
+    assert_eq!(c.brokers.len(), 1);
+    let port = access.bootstrap.rsplit_once(':').unwrap().1;
+    assert_eq!(
+        c.brokers[0].port.to_string(),
+        port,
+        "the SASL_SSL listener's address"
+    );
+    let tp = TopicPartition::new("admin-over-sasl", 1);
+    let end = (0..100)
+        .find_map(|_| {
+            let got = a
+                .list_offsets(&[(tp.clone(), OffsetSpec::Latest)], false, &opts)
+                .unwrap();
+            let r = got[&tp].clone().ok();
+            if r.is_none() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            r
+        })
+        .expect("the new topic's end offset");
+    assert_eq!(end.offset, 0);
+
+    let wrong =
+        admin_of(&access.with("sasl.jaas.config", &scram_jaas("alice", "not-her-password")));
+    let started = Instant::now();
+    let e = wrong
+        .describe_cluster(&Options::timeout(Duration::from_secs(5)))
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    let AdminError::Timeout { last, .. } = &e else {
+        panic!("{e}")
+    };
+    assert!(
+        last.as_deref()
+            .is_some_and(|l| l.to_lowercase().contains("authentication")),
+        "{e}"
+    );
+}
+
+fn scram_jaas(user: &str, password: &str) -> String {
+    format!(
+        "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"{user}\" password=\"{password}\";"
+    )
 }
 
 #[test]
@@ -449,10 +517,9 @@ fn errors_name_the_broker_and_the_key_to_fix() {
     );
 
     // Wrong password.
-    let scram = k.access("SASL_SSL", Some("SCRAM-SHA-512")).with(
-        "sasl.jaas.config",
-        "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"alice\" password=\"wrong\";",
-    );
+    let scram = k
+        .access("SASL_SSL", Some("SCRAM-SHA-512"))
+        .with("sasl.jaas.config", &scram_jaas("alice", "wrong"));
     let (msg, took) = send_error(&scram, &[]);
     println!("wrong password: {msg} ({took:?})");
     assert_names(
