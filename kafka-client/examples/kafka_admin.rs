@@ -8,8 +8,17 @@
 //!   describe TOPIC...                        partitions, leaders, replicas, ISR
 //!   create TOPIC PARTITIONS REPLICATION [key=value]...
 //!   delete TOPIC...
+//!   add-partitions TOPIC TOTAL
 //!   offsets TOPIC [earliest|latest|max|MS]   offsets per partition
+//!   delete-records TOPIC:PARTITION=OFFSET...
+//!   configs topic|broker NAME                configs that are not defaults
+//!   set-config topic|broker NAME key=value... (key= removes the override)
+//!   groups                                   groups, their type and state
+//!   group GROUP                              state, members, committed offsets and lag
 //!   reset-offsets GROUP TOPIC:PARTITION=OFFSET...
+//!   delete-offsets GROUP TOPIC:PARTITION...
+//!   producers TOPIC:PARTITION...             active producers
+//!   transactions                             transactional ids and their state
 //! ```
 //!
 //! `-X` takes any admin client key (TLS and SASL included). Output is one line per item,
@@ -17,7 +26,9 @@
 
 use std::process::ExitCode;
 
-use kafka_client::admin::{NewTopic, OffsetSpec, Options, PerItem};
+use kafka_client::admin::{
+    ConfigOp, ConfigResource, ConfigSource, NewTopic, OffsetSpec, Options, PerItem,
+};
 use kafka_client::{Admin, AdminError, TopicPartition};
 
 fn usage() -> ExitCode {
@@ -153,6 +164,93 @@ fn run(a: &Admin, command: &str, args: &[String]) -> Result<bool, String> {
                 |()| "deleted".into(),
             ))
         }
+        "add-partitions" => {
+            let [topic, total] = args else {
+                return Err("add-partitions TOPIC TOTAL".into());
+            };
+            let total = total.parse().map_err(|_| format!("bad count {total:?}"))?;
+            let got = a
+                .create_partitions(&[(topic.as_str(), total)], &o)
+                .map_err(e)?;
+            Ok(report("topic", got, |()| format!("partitions={total}")))
+        }
+        "delete-records" => {
+            let before = args
+                .iter()
+                .map(|s| partition_value(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            let got = a.delete_records(&before, &o).map_err(e)?;
+            Ok(report("partition", got, |low| format!("start={low}")))
+        }
+        "configs" | "set-config" => configs(a, command, args, &o),
+        "groups" => {
+            for g in a.list_groups(&[], &o).map_err(e)? {
+                println!(
+                    "group={} type={} state={} protocol_type={}",
+                    g.group_id, g.group_type, g.state, g.protocol_type
+                );
+            }
+            Ok(true)
+        }
+        "group" => group(a, args, &o),
+        "delete-offsets" => {
+            let group = args
+                .first()
+                .ok_or("delete-offsets GROUP TOPIC:PARTITION...")?;
+            let tps = args[1..]
+                .iter()
+                .map(|s| partition(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            let got = a.delete_group_offsets(group, &tps, &o).map_err(e)?;
+            Ok(report("partition", got, |()| "deleted".into()))
+        }
+        "producers" => {
+            let tps = args
+                .iter()
+                .map(|s| partition(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut ok = true;
+            for (tp, r) in a.describe_producers(&tps, &o).map_err(e)? {
+                match r {
+                    Ok(ps) => {
+                        for p in ps {
+                            println!(
+                                "partition={tp} producer_id={} epoch={} last_sequence={} txn_start={}",
+                                p.producer_id,
+                                p.producer_epoch,
+                                p.last_sequence,
+                                p.transaction_start_offset
+                                    .map_or("none".into(), |o| o.to_string())
+                            );
+                        }
+                    }
+                    Err(err) => ok = item_error(&format!("partition={tp}"), &err),
+                }
+            }
+            Ok(ok)
+        }
+        "transactions" => {
+            let ids: Vec<String> = a
+                .list_transactions(&[], &o)
+                .map_err(e)?
+                .into_iter()
+                .map(|t| t.transactional_id)
+                .collect();
+            let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+            Ok(report(
+                "transactional_id",
+                a.describe_transactions(&refs, &o).map_err(e)?,
+                |t| {
+                    format!(
+                        "state={} producer_id={} epoch={} partitions={}",
+                        t.state,
+                        t.producer_id,
+                        t.producer_epoch,
+                        t.partitions.len()
+                    )
+                },
+            ))
+        }
         "offsets" => offsets(a, args, &o),
         "reset-offsets" => {
             let group = args
@@ -210,6 +308,86 @@ fn offsets(a: &Admin, args: &[String], o: &Options) -> Result<bool, String> {
         }
     }
     Ok(ok)
+}
+
+fn configs(a: &Admin, command: &str, args: &[String], o: &Options) -> Result<bool, String> {
+    let (kind, name, changes) = match args {
+        [kind, name, changes @ ..] => (kind.as_str(), name.as_str(), changes),
+        _ => return Err(format!("{command} topic|broker NAME ...")),
+    };
+    let resource = match kind {
+        "topic" => ConfigResource::Topic(name.to_owned()),
+        "broker" => ConfigResource::Broker(
+            name.parse()
+                .map_err(|_| format!("bad broker id {name:?}"))?,
+        ),
+        _ => return Err(format!("{kind:?}: expected topic or broker")),
+    };
+    if command == "set-config" {
+        let ops = changes
+            .iter()
+            .map(|kv| match kv.split_once('=') {
+                Some((k, "")) => Ok(ConfigOp::Delete(k.to_owned())),
+                Some((k, v)) => Ok(ConfigOp::Set(k.to_owned(), v.to_owned())),
+                None => Err(format!("{kv:?}: expected key=value")),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let got = a
+            .alter_configs(&[(resource, ops)], o)
+            .map_err(|e| e.to_string())?;
+        return Ok(report("resource", got, |()| "altered".into()));
+    }
+    let got = a
+        .describe_configs(std::slice::from_ref(&resource), o)
+        .map_err(|e| e.to_string())?;
+    Ok(report("resource", got, |entries| {
+        entries
+            .into_iter()
+            .filter(|(_, c)| c.source != ConfigSource::Default)
+            .map(|(k, c)| format!("{k}={}", c.value.unwrap_or_else(|| "(sensitive)".into())))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }))
+}
+
+/// A group's description, then its committed offsets with the lag behind each end.
+fn group(a: &Admin, args: &[String], o: &Options) -> Result<bool, String> {
+    let group = args.first().ok_or("group GROUP")?;
+    let e = |e: AdminError| e.to_string();
+    let d = a
+        .describe_groups(&[group.as_str()], o)
+        .map_err(e)?
+        .remove(group.as_str())
+        .ok_or("no answer")?
+        .map_err(e)?;
+    println!(
+        "group={} type={} state={} assignor={} coordinator={}",
+        d.group_id, d.group_type, d.state, d.assignor, d.coordinator
+    );
+    for m in &d.members {
+        let assigned: Vec<String> = m.assignment.iter().map(ToString::to_string).collect();
+        println!(
+            "member={} client_id={} host={} assignment={}",
+            m.member_id,
+            m.client_id,
+            m.host,
+            assigned.join(",")
+        );
+    }
+    let committed = a.list_group_offsets(group, None, o).map_err(e)?;
+    let wanted: Vec<_> = committed
+        .keys()
+        .map(|tp| (tp.clone(), OffsetSpec::Latest))
+        .collect();
+    let ends = a.list_offsets(&wanted, false, o).map_err(e)?;
+    for (tp, c) in committed {
+        let lag = match ends.get(&tp) {
+            Some(Ok(end)) => (end.offset - c.offset).to_string(),
+            _ => "?".into(),
+        };
+        println!("partition={tp} committed={} lag={lag}", c.offset);
+    }
+    Ok(true)
 }
 
 /// `topic:partition=value`.

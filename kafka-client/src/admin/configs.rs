@@ -49,6 +49,18 @@ impl ConfigResource {
     }
 }
 
+impl std::fmt::Display for ConfigResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigResource::Topic(t) => write!(f, "topic:{t}"),
+            ConfigResource::Broker(id) => write!(f, "broker:{id}"),
+            ConfigResource::BrokerDefault => write!(f, "broker-default"),
+            ConfigResource::BrokerLogger(id) => write!(f, "broker-logger:{id}"),
+            ConfigResource::Group(g) => write!(f, "group:{g}"),
+        }
+    }
+}
+
 /// Where a config's value comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigSource {
