@@ -3,7 +3,7 @@
 //! the KIP-848 protocol).
 
 use super::io::Io;
-use super::items::per_item;
+use super::items::{at_every_broker, per_item};
 use super::offsets::GROUP;
 use super::{Admin, AdminError, Options, PerItem};
 use crate::consumer::TopicPartition;
@@ -81,11 +81,8 @@ impl Admin {
             types_filter: Vec::new(),
         };
         s.io.retrying(&call, |io: &mut Io| {
-            let brokers = io.brokers(&call)?;
-            let requests = brokers.iter().map(|b| (*b, req.clone())).collect();
             let mut out = Vec::new();
-            for (_, resp) in io.fan_out(&call, requests) {
-                let resp = resp?;
+            for resp in at_every_broker(io, &call, &req)? {
                 AdminError::check(call.op, resp.error_code, None)?;
                 out.extend(resp.groups.into_iter().map(|g| GroupListing {
                     group_id: g.group_id,

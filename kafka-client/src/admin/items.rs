@@ -5,7 +5,10 @@
 //! still pending get the timeout, naming the last error they met.
 
 use super::io::{Call, Io};
+use super::offsets::by_leader;
 use super::{AdminError, PerItem};
+use crate::consumer::TopicPartition;
+use crate::protocol::Request;
 
 /// What a round answered: per item, its outcome.
 pub(crate) type Answers<K, T> = Vec<(K, Result<T, AdminError>)>;
@@ -74,4 +77,47 @@ where
             Ok(out)
         }
     }
+}
+
+/// One round of a call about partitions, at their leaders: looks the leaders up, sends each
+/// leader one request for its partitions (`request`), and turns each answer into per-partition
+/// results (`results`); a leader that did not answer fails its partitions with why.
+pub(crate) fn at_leaders<R: Request, T>(
+    io: &mut Io,
+    call: &Call,
+    pending: &[TopicPartition],
+    request: impl Fn(&[TopicPartition]) -> R,
+    results: impl Fn(R::Response) -> Answers<TopicPartition, T>,
+) -> Result<Answers<TopicPartition, T>, AdminError> {
+    let (by_leader, mut answers) = by_leader(io, call, pending)?;
+    let requests = by_leader
+        .iter()
+        .map(|(node, tps)| (*node, request(tps)))
+        .collect();
+    for ((_, resp), tps) in io
+        .fan_out(call, requests)
+        .into_iter()
+        .zip(by_leader.values())
+    {
+        match resp {
+            Ok(r) => answers.extend(results(r)),
+            Err(e) => answers.extend(tps.iter().map(|tp| (tp.clone(), Err(e.clone())))),
+        }
+    }
+    Ok(answers)
+}
+
+/// Asks every broker the same (listings each broker makes of what it coordinates): their
+/// answers, or the first error (a listing short of a broker would be silently short).
+pub(crate) fn at_every_broker<R: Request + Clone>(
+    io: &mut Io,
+    call: &Call,
+    req: &R,
+) -> Result<Vec<R::Response>, AdminError> {
+    let brokers = io.brokers(call)?;
+    let requests = brokers.iter().map(|b| (*b, req.clone())).collect();
+    io.fan_out(call, requests)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect()
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::io::{Call, Io};
-use super::items::{Answers, per_item};
+use super::items::{Answers, at_leaders, per_item};
 use super::topics::left_ms;
 use super::{Admin, AdminError, GroupOffset, ListedOffset, OffsetSpec, Options, PerItem};
 use crate::consumer::TopicPartition;
@@ -46,31 +46,25 @@ impl Admin {
         let specs: BTreeMap<TopicPartition, OffsetSpec> = wanted.iter().cloned().collect();
         let items = specs.keys().cloned().collect();
         per_item(&mut s.io, &call, items, |io: &mut Io, pending| {
-            let (by_leader, mut answers) = by_leader(io, &call, pending)?;
-            let requests = by_leader
-                .iter()
-                .map(|(node, tps)| (*node, list_offsets_request(tps, &specs, isolation, &call)))
-                .collect();
-            for ((_, resp), tps) in io
-                .fan_out(&call, requests)
-                .into_iter()
-                .zip(by_leader.values())
-            {
-                match resp {
-                    Ok(r) => {
-                        for t in r.topics {
-                            for p in t.partitions {
+            at_leaders(
+                io,
+                &call,
+                pending,
+                |tps| list_offsets_request(tps, &specs, isolation, &call),
+                |r| {
+                    r.topics
+                        .into_iter()
+                        .flat_map(|t| {
+                            t.partitions.into_iter().map(move |p| {
                                 let tp = TopicPartition::new(t.name.as_str(), p.partition_index);
                                 let r = AdminError::check(call.op, p.error_code, None)
                                     .map(|()| listed(p.offset, p.timestamp, p.leader_epoch));
-                                answers.push((tp, r));
-                            }
-                        }
-                    }
-                    Err(e) => answers.extend(tps.iter().map(|tp| (tp.clone(), Err(e.clone())))),
-                }
-            }
-            Ok(answers)
+                                (tp, r)
+                            })
+                        })
+                        .collect()
+                },
+            )
         })
     }
 
@@ -85,47 +79,37 @@ impl Admin {
         let offsets: BTreeMap<TopicPartition, i64> = before.iter().cloned().collect();
         let items = offsets.keys().cloned().collect();
         per_item(&mut s.io, &call, items, |io: &mut Io, pending| {
-            let (by_leader, mut answers) = by_leader(io, &call, pending)?;
-            let requests = by_leader
-                .iter()
-                .map(|(node, tps)| {
-                    let topics = by_topic(tps)
+            at_leaders(
+                io,
+                &call,
+                pending,
+                |tps| DeleteRecordsRequest {
+                    topics: by_topic(tps)
                         .into_iter()
                         .map(|(t, ps)| {
-                            let with: Vec<(i32, i64)> = ps
+                            let with = ps
                                 .into_iter()
                                 .map(|p| (p, offsets[&TopicPartition::new(t.as_str(), p)]))
                                 .collect();
                             (t, with)
                         })
-                        .collect();
-                    let req = DeleteRecordsRequest {
-                        topics,
-                        timeout_ms: left_ms(&call),
-                    };
-                    (*node, req)
-                })
-                .collect();
-            for ((_, resp), tps) in io
-                .fan_out(&call, requests)
-                .into_iter()
-                .zip(by_leader.values())
-            {
-                match resp {
-                    Ok(r) => {
-                        for (t, parts) in r.topics {
-                            for p in parts {
+                        .collect(),
+                    timeout_ms: left_ms(&call),
+                },
+                |r| {
+                    r.topics
+                        .into_iter()
+                        .flat_map(|(t, parts)| {
+                            parts.into_iter().map(move |p| {
                                 let tp = TopicPartition::new(t.as_str(), p.partition_index);
                                 let r = AdminError::check(call.op, p.error_code, None)
                                     .map(|()| p.low_watermark);
-                                answers.push((tp, r));
-                            }
-                        }
-                    }
-                    Err(e) => answers.extend(tps.iter().map(|tp| (tp.clone(), Err(e.clone())))),
-                }
-            }
-            Ok(answers)
+                                (tp, r)
+                            })
+                        })
+                        .collect()
+                },
+            )
         })
     }
 

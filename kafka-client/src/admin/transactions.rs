@@ -3,11 +3,11 @@
 //! sees it; what an operator looks at for a hanging transaction.
 
 use super::io::Io;
-use super::items::per_item;
-use super::offsets::{by_leader, by_topic};
+use super::items::{at_every_broker, at_leaders, per_item};
+use super::offsets::by_topic;
 use super::{Admin, AdminError, Options, PerItem};
 use crate::consumer::TopicPartition;
-use crate::protocol::messages::describe_producers::DescribeProducersRequest;
+use crate::protocol::messages::describe_producers::{DescribeProducersRequest, ProducerState};
 use crate::protocol::messages::describe_transactions::DescribeTransactionsRequest;
 use crate::protocol::messages::list_transactions::ListTransactionsRequest;
 
@@ -74,54 +74,31 @@ impl Admin {
             &call,
             partitions.to_vec(),
             |io: &mut Io, pending| {
-                let (by_leader, mut answers) = by_leader(io, &call, pending)?;
-                let requests = by_leader
-                    .iter()
-                    .map(|(node, tps)| {
-                        let topics = by_topic(tps).into_iter().collect();
-                        (*node, DescribeProducersRequest { topics })
-                    })
-                    .collect();
-                for ((_, resp), tps) in io
-                    .fan_out(&call, requests)
-                    .into_iter()
-                    .zip(by_leader.values())
-                {
-                    match resp {
-                        Ok(r) => {
-                            for (t, parts) in r.topics {
-                                for p in parts {
+                at_leaders(
+                    io,
+                    &call,
+                    pending,
+                    |tps| DescribeProducersRequest {
+                        topics: by_topic(tps).into_iter().collect(),
+                    },
+                    |r| {
+                        r.topics
+                            .into_iter()
+                            .flat_map(|(t, parts)| {
+                                parts.into_iter().map(move |p| {
                                     let tp = TopicPartition::new(t.as_str(), p.partition_index);
                                     let r = AdminError::check(
                                         call.op,
                                         p.error_code,
                                         p.error_message.as_deref(),
                                     )
-                                    .map(|()| {
-                                        p.active_producers
-                                            .into_iter()
-                                            .map(|a| ActiveProducer {
-                                                producer_id: a.producer_id,
-                                                producer_epoch: a.producer_epoch,
-                                                last_sequence: a.last_sequence,
-                                                last_timestamp: a.last_timestamp,
-                                                coordinator_epoch: (a.coordinator_epoch >= 0)
-                                                    .then_some(a.coordinator_epoch),
-                                                transaction_start_offset: (a
-                                                    .current_txn_start_offset
-                                                    >= 0)
-                                                    .then_some(a.current_txn_start_offset),
-                                            })
-                                            .collect()
-                                    });
-                                    answers.push((tp, r));
-                                }
-                            }
-                        }
-                        Err(e) => answers.extend(tps.iter().map(|tp| (tp.clone(), Err(e.clone())))),
-                    }
-                }
-                Ok(answers)
+                                    .map(|()| p.active_producers.into_iter().map(active).collect());
+                                    (tp, r)
+                                })
+                            })
+                            .collect()
+                    },
+                )
             },
         )
     }
@@ -140,11 +117,8 @@ impl Admin {
             duration_filter: -1,
         };
         s.io.retrying(&call, |io: &mut Io| {
-            let brokers = io.brokers(&call)?;
-            let requests = brokers.iter().map(|b| (*b, req.clone())).collect();
             let mut out = Vec::new();
-            for (_, resp) in io.fan_out(&call, requests) {
-                let resp = resp?;
+            for resp in at_every_broker(io, &call, &req)? {
                 AdminError::check(call.op, resp.error_code, None)?;
                 out.extend(
                     resp.transaction_states
@@ -210,5 +184,17 @@ impl Admin {
             }
             Ok(answers)
         })
+    }
+}
+
+fn active(a: ProducerState) -> ActiveProducer {
+    ActiveProducer {
+        producer_id: a.producer_id,
+        producer_epoch: a.producer_epoch,
+        last_sequence: a.last_sequence,
+        last_timestamp: a.last_timestamp,
+        coordinator_epoch: (a.coordinator_epoch >= 0).then_some(a.coordinator_epoch),
+        transaction_start_offset: (a.current_txn_start_offset >= 0)
+            .then_some(a.current_txn_start_offset),
     }
 }
