@@ -363,12 +363,34 @@ impl Cluster {
                 "create topic {name} ({partitions} partitions, replication {replication}, {config:?}): {e}"
             ),
         }
-        // Metadata reaches every broker a moment after the controller commits it.
-        self.wait_for("every partition of the new topic to have a leader", || {
+        // Metadata reaches every broker a moment after the controller commits it, and a leader
+        // serves its partition a moment after it is named: a first produce before that is
+        // refused (NOT_LEADER_OR_FOLLOWER) and retried, which may reorder a producer without
+        // idempotence. Created means every leader answers for its partition.
+        let parts = self.wait_for("every partition of the new topic to have a leader", || {
             let parts = self.try_describe(name)?;
             (parts.len() == partitions as usize && parts.iter().all(|p| p.leader >= 0))
-                .then_some(())
+                .then_some(parts)
         });
+        let wanted: Vec<_> = parts
+            .iter()
+            .map(|p| {
+                (
+                    kafka_client::TopicPartition::new(name, p.partition),
+                    admin::OffsetSpec::Latest,
+                )
+            })
+            .collect();
+        self.wait_for(
+            "every leader of the new topic to serve its partition",
+            || {
+                let got = self
+                    .admin()
+                    .list_offsets(&wanted, false, &admin::Options::timeout(TOOL_TIMEOUT))
+                    .ok()?;
+                got.values().all(Result::is_ok).then_some(())
+            },
+        );
     }
 
     /// Partitions of `topic` with leader, replicas and ISR (from our admin client).
@@ -825,6 +847,10 @@ impl Cluster {
         }
     }
 
+    /// The console consumer, read again when it read an offset twice: its group member was
+    /// fenced (a stalled JVM on a loaded machine) and its partitions, with nothing committed
+    /// yet, were read from the start again. A record the log holds twice has two offsets, so
+    /// this never hides a duplicate of the producer's.
     fn console_consume(
         &self,
         via: &Access,
@@ -832,7 +858,22 @@ impl Cluster {
         max: usize,
         timeout: Duration,
     ) -> Vec<ConsumedRecord> {
-        self.console_consume_with(via, topic, max, timeout, &[])
+        let mut attempt = 1;
+        loop {
+            let records = self.console_consume_with(via, topic, max, timeout, &[]);
+            let mut offsets = std::collections::HashSet::new();
+            if records
+                .iter()
+                .all(|r| offsets.insert((r.partition, r.offset)))
+                || attempt == 3
+            {
+                return records;
+            }
+            eprintln!(
+                "kafka: the console consumer read an offset of {topic} twice (attempt {attempt}): again"
+            );
+            attempt += 1;
+        }
     }
 
     /// The console consumer with consumer properties of its own.
