@@ -12,6 +12,13 @@ Sections (`--sections`, default all of them, in this order):
   consumer    throughput of every consumer reading a prefilled topic (records/s, MB/s, CPU per
               million records, peak RSS) for each cluster x value size x codec (none, zstd),
               and each consumer's fixed cost (a read of 1,000 records)
+  async       the async APIs (issue 27) on 1 broker at the producer section's settings (acks=all),
+              100 B and 1 KB values: producer throughput, CPU per million records and latency of
+              ours blocking (send with a callback), ours async (send_async pipelined), rust-rdkafka's
+              FutureProducer (send_result pipelined) and its BaseProducer; consumer throughput
+              and CPU of ours blocking (poll), ours async (Consumer::stream), rust-rdkafka's
+              StreamConsumer and its BaseConsumer, reading a topic prefilled as the consumer
+              section's; in turns within each round (see ASYNC_CLIENTS)
   settings    producer throughput (acks=all) at each client's own settings: its defaults (nothing
               set but bootstrap.servers and acks=all), and tuned for throughput as its own
               documentation advises (see PRODUCER_SETTINGS)
@@ -119,6 +126,19 @@ PRODUCER_SETTINGS = {
         "librdkafka": {"acks": "all", "linger.ms": "20", "enable.idempotence": "true"},
     },
 }
+# The async section's clients: run name -> (label, its producer API, its consumer API). The async
+# producers send in order, each record once the client has taken the one before, and await their
+# delivery reports in a window of ASYNC_WINDOW, oldest first, on a tokio current-thread runtime.
+ASYNC_CLIENTS = {
+    "ours": ("ours, blocking", "`send_with_callback()`, `flush()`", "`poll()`"),
+    "ours-async": ("ours, async", "`send_async(r).accepted().await`, reports awaited in the window, `flush_async()`",
+                   "`Consumer::stream()`"),
+    "librdkafka": ("rust-rdkafka, blocking", "`BaseProducer::send()` + `poll(0)`, `flush()`",
+                   "`BaseConsumer::poll()`"),
+    "librdkafka-async": ("rust-rdkafka, async", "`FutureProducer::send_result()` (on QueueFull: await the oldest "
+                         "report), `DeliveryFuture`s awaited in the window", "`StreamConsumer::stream()`"),
+}
+ASYNC_WINDOW = 100_000
 SETTINGS_TEXT = {
     "defaults": "each client's defaults: only bootstrap.servers and acks=all set (ours and Java: "
                 "batch.size=16384, linger.ms=5, idempotence on; librdkafka: batch.size=1000000, "
@@ -398,6 +418,24 @@ class Rdkafka(Ours):
             "sasl.username": "alice",
             "sasl.password": "alice-secret",
         }
+
+
+class AsyncApi:
+    """The same client through its async API (`--async` of its benchmark binary): the async section."""
+
+    def producer_argv(self, *args, **kw):
+        return super().producer_argv(*args, **kw) + ["--async", "--window", ASYNC_WINDOW]
+
+    def consumer_argv(self, *args, **kw):
+        return super().consumer_argv(*args, **kw) + ["--async"]
+
+
+class OursAsync(AsyncApi, Ours):
+    name, label = "ours-async", "crac-rs kafka-client, async API"
+
+
+class RdkafkaAsync(AsyncApi, Rdkafka):
+    name, label = "librdkafka-async", "rust-rdkafka, async API (FutureProducer, StreamConsumer)"
 
 
 class Java(Peer):
@@ -719,26 +757,9 @@ class Bench:
         c.create_topic(topic)
         self.wait_for_quiet()
         log(f"consumer: {c.brokers} broker(s), {size} B values, {codec}: prefilling {n} records with Java's producer")
-        java = Java()
-        argv = java.producer_argv(c.bootstrap, topic, n, size, "1", None, extra={"compression.type": codec})
-        r = run_measured(argv, self.client_log, timeout=1200)
-        p = java.parse(r.out)
-        row = {"peer": "java", "brokers": c.brokers, "size": size, "acks": "1", "codec": codec, "mode": "prefill",
-               "round": 0, "records": n, "tag": None, "exit": r.code, "cpu_s": r.cpu_s, "wall_s": r.wall_s,
-               "stored_mb": topic_mb(c, topic) / c.brokers}
-        if r.code != 0 or not p or p.get("sent") != n:
-            row["error"] = f"prefill: exit {r.code}; output: {r.out.strip()[-300:]}"
-            log(f"  prefill FAILED ({row['error']}); see {self.client_log}")
-            self.runs.append(row)
+        if not self.prefill(c, topic, size, codec, n, self.peers[0]):
             c.delete_topic(topic)
             return
-        row["records_per_sec"] = p["records_per_sec"]
-        self.runs.append(row)
-        log(f"  prefilled at {p['records_per_sec']:.0f} records/s; {row['stored_mb']:.0f} MB per replica")
-        # One unmeasured read: the broker's fetch path compiled, the log in the page cache.
-        warm = self.peers[0]
-        run_measured(warm.consumer_argv(c.bootstrap, topic, n, f"bench-warm-{time.time_ns()}"), self.client_log,
-                     timeout=600)
         peers = self.peers
         if startup:
             log("consumer fixed cost: 1,000 records")
@@ -750,6 +771,29 @@ class Bench:
             for i in range(len(peers)):
                 self.consumer_run(peers[(i + rnd) % len(peers)], c, topic, size, codec, "consume", rnd, n)
         c.delete_topic(topic)
+
+    def prefill(self, c, topic, size, codec, n, warm, mode="prefill"):
+        """Fills `topic` with `n` records by Java's producer (acks=1, compression.type `codec`), a
+        row of `mode` in self.runs, then reads it once with `warm`, unmeasured (the broker's
+        fetch path compiled, the log in the page cache). False if the prefill failed."""
+        java = Java()
+        argv = java.producer_argv(c.bootstrap, topic, n, size, "1", None, extra={"compression.type": codec})
+        r = run_measured(argv, self.client_log, timeout=1200)
+        p = java.parse(r.out)
+        row = {"peer": "java", "brokers": c.brokers, "size": size, "acks": "1", "codec": codec, "mode": mode,
+               "round": 0, "records": n, "tag": None, "exit": r.code, "cpu_s": r.cpu_s, "wall_s": r.wall_s,
+               "stored_mb": topic_mb(c, topic) / c.brokers}
+        if r.code != 0 or not p or p.get("sent") != n:
+            row["error"] = f"prefill: exit {r.code}; output: {r.out.strip()[-300:]}"
+            log(f"  prefill FAILED ({row['error']}); see {self.client_log}")
+            self.runs.append(row)
+            return False
+        row["records_per_sec"] = p["records_per_sec"]
+        self.runs.append(row)
+        log(f"  prefilled at {p['records_per_sec']:.0f} records/s; {row['stored_mb']:.0f} MB per replica")
+        run_measured(warm.consumer_argv(c.bootstrap, topic, n, f"bench-warm-{time.time_ns()}"), self.client_log,
+                     timeout=600)
+        return True
 
     # One run of one consumer; appended to self.runs.
     def consumer_run(self, peer, c, topic, size, codec, mode, rnd, records, bootstrap=None, extra=None, tag=None):
@@ -774,6 +818,48 @@ class Bench:
                 f"rss {row['rss_mb']:6.1f} MB  join {parsed['join_ms']:.0f} ms  (load {load:.1f})")
         self.runs.append(row)
         return row
+
+    def section_async(self):
+        """The async APIs against the blocking ones (issue 27): on 1 broker, for each value size,
+        the producers (acks=all, the producer section's settings) and then the consumers (a topic
+        prefilled as the consumer section's, no compression), the clients of ASYNC_CLIENTS taking
+        turns within each round."""
+        names = [p.name for p in self.peers]
+        clients = []
+        if "ours" in names:
+            clients += [Ours(self.args.ours, self.args.ours_consumer), OursAsync(self.args.ours, self.args.ours_consumer)]
+        if "librdkafka" in names:
+            clients += [Rdkafka(self.args.rdkafka), RdkafkaAsync(self.args.rdkafka)]
+        else:
+            log("async: rust-rdkafka left out (not among --peers, or rdkafka-bench not built)")
+        if not clients:
+            return
+        n = len(clients)
+        c = self.cluster(1)
+        for size in SIZES:
+            topic = f"bench-async-s{size}"
+            c.create_topic(topic)
+            self.wait_for_quiet()
+            self.warm_topic(c, topic, size, "all")
+            records = self.count(size, c)
+            log(f"async producers: 1 broker, {size} B values, acks=all, {records} records")
+            for rnd in range(self.rounds):
+                for i in range(n):
+                    self.producer_run(clients[(i + rnd) % n], c, topic, size, "all", "async-produce", rnd, records)
+            c.delete_topic(topic)
+        for size in SIZES:
+            records = self.consumer_records[size]
+            topic = f"bench-async-consume-s{size}"
+            c.create_topic(topic)
+            self.wait_for_quiet()
+            log(f"async consumers: 1 broker, {size} B values: prefilling {records} records with Java's producer")
+            if self.prefill(c, topic, size, "none", records, clients[0], mode="async-prefill"):
+                log(f"async consumers: {records} records")
+                for rnd in range(self.rounds):
+                    for i in range(n):
+                        self.consumer_run(clients[(i + rnd) % n], c, topic, size, "none", "async-consume", rnd,
+                                          records)
+            c.delete_topic(topic)
 
     def section_overhead(self):
         ours = next((p for p in self.peers if p.name == "ours"), None)
@@ -1246,6 +1332,7 @@ SECTIONS = {
     "startup": Bench.section_startup,
     "producer": Bench.section_producer,
     "consumer": Bench.section_consumer,
+    "async": Bench.section_async,
     "settings": Bench.section_settings,
     "overhead": Bench.section_overhead,
     "security": Bench.section_security,
@@ -1490,6 +1577,9 @@ def report(bench):
     consumer_md = consumer_report(bench)
     if consumer_md:
         L.append(consumer_md)
+    async_md = async_report(bench)
+    if async_md:
+        L.append(async_md)
     images_md = images_report(bench)
     if images_md:
         L.append(images_md)
@@ -1586,6 +1676,9 @@ def summary(bench):
     consumer_md = consumer_summary(bench)
     if consumer_md:
         L.append(consumer_md)
+    async_md = async_ratios(bench)
+    if async_md:
+        L.append(async_md)
     return "\n".join(L)
 
 
@@ -1685,6 +1778,114 @@ def settings_summary(bench):
             L.append(f"| {cfg_label(b, size, acks)} | " + " | ".join(cell(m[n]) for n in names) + " | "
                      + " | ".join(f"**{fmt(ratio(m['ours'][0], m[o][0]), 2)}×**" for o in others) + f" | {cpu} |")
         L.append("")
+    return "\n".join(L)
+
+
+# --- the async section's report ------------------------------------------------------------------
+
+
+def async_settings(bench):
+    """What the async section's clients were given, from the same props as its runs."""
+    return (f"ours (blocking and async) -X {' '.join(f'{k}={v}' for k, v in Ours('').props('all').items())}; "
+            f"rust-rdkafka (blocking and async) -X {' '.join(f'{k}={v}' for k, v in Rdkafka('').props('all').items())}")
+
+
+def async_configs(runs):
+    """(what, size) of the async section's runs, in run order."""
+    seen = []
+    for r in runs:
+        k = (r["mode"], r["size"])
+        if r["mode"] in ("async-produce", "async-consume") and k not in seen:
+            seen.append(k)
+    return seen
+
+
+def async_label(mode, size):
+    return f"{'producer' if mode == 'async-produce' else 'consumer'} · {size} B"
+
+
+def async_ratios(bench):
+    """The async section's ratios of medians: ours async against rust-rdkafka's async API and
+    against our blocking API, and what async costs rust-rdkafka; "" without its runs."""
+    runs = bench.runs
+    cfgs = async_configs(runs)
+    if not cfgs:
+        return ""
+
+    def med(peer, key, mode, size):
+        return stats(r.get(key) for r in pick(runs, mode=mode, peer=peer, size=size))[0]
+
+    def mark(ok):
+        return "–" if ok is None else ("yes" if ok else "**no**")
+
+    L = ["| configuration | records/s ours async / rust-rdkafka async | CPU per record ours async / rust-rdkafka async "
+         "| records/s ours async / ours blocking | CPU per record ours async / ours blocking "
+         "| records/s rust-rdkafka async / its blocking | ahead of rust-rdkafka async | within 10 % of ours blocking |",
+         "|---|---:|---:|---:|---:|---:|---|---|"]
+    for (mode, size) in cfgs:
+        tp = {p: med(p, "records_per_sec", mode, size) for p in ASYNC_CLIENTS}
+        cpu = {p: med(p, "cpu_s_per_m", mode, size) for p in ASYNC_CLIENTS}
+        vs_rd = (ratio(tp["ours-async"], tp["librdkafka-async"]), ratio(cpu["ours-async"], cpu["librdkafka-async"]))
+        vs_us = (ratio(tp["ours-async"], tp["ours"]), ratio(cpu["ours-async"], cpu["ours"]))
+        ahead = None if None in vs_rd else (vs_rd[0] > 1 and vs_rd[1] < 1)
+        within = None if None in vs_us else (vs_us[0] >= 0.9 and vs_us[1] <= 1.1)
+        L.append(f"| {async_label(mode, size)} | **{fmt(vs_rd[0], 2)}×** | **{fmt(vs_rd[1], 2)}×** | {fmt(vs_us[0], 2)}× | "
+                 f"{fmt(vs_us[1], 2)}× | {fmt(ratio(tp['librdkafka-async'], tp['librdkafka']), 2)}× | {mark(ahead)} | "
+                 f"{mark(within)} |")
+    L.append("\nThe goal (issue 27): ours async ahead of rust-rdkafka's async API (records/s ratio > 1, CPU ratio < 1) "
+             "and within 10 % of our blocking API (records/s ratio ≥ 0.90, CPU ratio ≤ 1.10); medians of the rounds.\n")
+    return "\n".join(L)
+
+
+def async_report(bench):
+    """The async section of results.md ("" without its runs)."""
+    runs = bench.runs
+    cfgs = async_configs(runs)
+    if not cfgs:
+        return ""
+    rounds = 1 + max(r["round"] for r in runs if r["mode"] in ("async-produce", "async-consume"))
+    counts = {(m, s): max(r["records"] for r in runs if r["mode"] == m and r["size"] == s) for (m, s) in cfgs}
+    L = ["## Async APIs against the blocking ones (1 broker)\n"]
+    L.append(
+        "Each client through its async API and through its blocking one, in turns within each round, on 1 broker "
+        f"({PARTITIONS} partitions). Producers at the producer section's settings with acks=all: {async_settings(bench)}. "
+        "The async producers run on a tokio current-thread runtime and send in order (each record once the client has "
+        f"taken the one before), their delivery reports awaited oldest first in a window of at most {ASYNC_WINDOW:,} "
+        "(a full window awaits the oldest); latency is from the send to the report seen resolved by the task (blocking: "
+        "to the delivery callback); records/s from the first send to the last report (blocking: to the end of flush). "
+        "Consumers read a topic prefilled by Java's producer (acks=1, no compression) in a fresh group, "
+        "auto.offset.reset=earliest, enable.auto.commit=false, each client's defaults otherwise; the async ones await "
+        "record by record on a tokio current-thread runtime; records/s from the partitions assigned to the last record. "
+        "CPU and peak RSS are the whole client process's. "
+        + "; ".join(f"{async_label(m, s)}: {fmt(n)} records per run" for (m, s), n in counts.items())
+        + f"; {rounds} round(s), median (min–max).\n")
+    L.append("| client | producer API | consumer API |")
+    L.append("|---|---|---|")
+    for label, produce, consume in ASYNC_CLIENTS.values():
+        L.append(f"| {label} | {produce} | {consume} |")
+    L.append("")
+    for what, last_head in (("async-produce", "p50 ms | p99 ms"), ("async-consume", "join ms")):
+        if not any(m == what for (m, _) in cfgs):
+            continue
+        L.append(f"| configuration | client | records/s | MB/s | CPU s / M records | peak RSS MB | {last_head} |")
+        L.append("|---|---|---:|---:|---:|---:|" + "---:|" * (2 if what == "async-produce" else 1))
+        for (mode, size) in cfgs:
+            if mode != what:
+                continue
+            for peer, (label, _, _) in ASYNC_CLIENTS.items():
+                if not any(r["mode"] == mode and r["peer"] == peer for r in runs):
+                    continue  # a client left out of the run
+                rs = pick(runs, mode=mode, peer=peer, size=size)
+                if mode == "async-produce":
+                    last = f"{spread([r['lat_p50_ms'] for r in rs], 2)} | {spread([r['lat_p99_ms'] for r in rs], 2)}"
+                else:
+                    last = spread([r["join_ms"] for r in rs])
+                L.append(f"| {async_label(mode, size)} | {label} | {spread([r['records_per_sec'] for r in rs])} | "
+                         f"{spread([r['mb_per_sec'] for r in rs], 1)} | {spread([r['cpu_s_per_m'] for r in rs], 2)} | "
+                         f"{spread([r['rss_mb'] for r in rs])} | {last} |")
+        L.append("")
+    L.append("### Async ratios (same run, medians)\n")
+    L.append(async_ratios(bench))
     return "\n".join(L)
 
 
@@ -1915,7 +2116,8 @@ class Loaded:
         known = {"ours": Ours(""), "librdkafka": Rdkafka(""), "java": Java()}
         seen = []
         for r in self.runs:
-            if r["peer"] not in seen and r["mode"] != "prefill":
+            # The async section's clients have a report of their own (async_report).
+            if r["peer"] not in seen and r["mode"] != "prefill" and not r["mode"].startswith("async-"):
                 seen.append(r["peer"])
         self.peers = [known[n] for n in seen]
         self.quick = self.meta.get("mode") == "quick"

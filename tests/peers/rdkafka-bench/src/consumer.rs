@@ -6,6 +6,10 @@
 //! in a group, `poll()` returning one message at a time (librdkafka's fetcher threads prefetch
 //! into its queue in the background). The assignment time comes from the crate's
 //! `post_rebalance` callback, which runs inside `poll()` as Java's listener does.
+//!
+//! `consume --async` is rust-rdkafka's async consumer instead: a `StreamConsumer` on a tokio
+//! current-thread runtime, one `stream()` awaited message by message (`recv()` is the same,
+//! with a stream made per message), the twin of `bench_consumer --async`.
 
 #[path = "../../../src/bin/bench_consumer/common.rs"]
 mod common;
@@ -14,10 +18,11 @@ use std::process::ExitCode;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{Args, Clock, IDLE_LIMIT};
+use common::{Args, Clock, IDLE_LIMIT, next_or_idle};
+use futures_util::StreamExt;
 use rdkafka::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::util::get_rdkafka_version;
 
 struct Context {
@@ -47,6 +52,9 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
         .set("auto.offset.reset", "earliest");
     for (k, v) in &args.props {
         config.set(k, v);
+    }
+    if args.async_api {
+        return stream(&args, &config);
     }
     let mut clock = Clock::start();
     let consumer: BaseConsumer<Context> = match config.create_with_context(Context {
@@ -88,6 +96,63 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
         clock.assigned(at);
     }
     clock.report(n, bytes);
+    drop(consumer); // closes: leaves the group, as the others' close() does
+    ExitCode::SUCCESS
+}
+
+/// `consume --async`: a `StreamConsumer` read through its `stream()`.
+fn stream(args: &Args, config: &ClientConfig) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rdkafka-bench consume: tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The consumer spawns its wake-up task on the runtime it is created in.
+    let _runtime = rt.enter();
+    let mut clock = Clock::start();
+    let consumer: StreamConsumer<Context> = match config.create_with_context(Context {
+        assigned: OnceLock::new(),
+    }) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rdkafka-bench consume: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = consumer.subscribe(&[&args.topic]) {
+        eprintln!("rdkafka-bench consume: subscribe: {e}");
+        return ExitCode::FAILURE;
+    }
+    let mut messages = consumer.stream();
+    let (mut n, mut bytes) = (0u64, 0u64);
+    let read = rt.block_on(async {
+        while n < args.records {
+            match next_or_idle(|cx| messages.poll_next_unpin(cx)).await {
+                Some(Some(Ok(m))) => {
+                    n += 1;
+                    bytes += (m.key_len() + m.payload_len()) as u64;
+                }
+                Some(Some(Err(e))) => return Err(format!("stream after {n} records: {e}")),
+                Some(None) => return Err(format!("the stream ended after {n} records")),
+                None => return Err(format!("no record for {IDLE_LIMIT:?} after {n}")),
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = read {
+        eprintln!("rdkafka-bench consume: {e}");
+        return ExitCode::FAILURE;
+    }
+    if let Some(&at) = consumer.context().assigned.get() {
+        clock.assigned(at);
+    }
+    clock.report(n, bytes);
+    drop(messages);
     drop(consumer); // closes: leaves the group, as the others' close() does
     ExitCode::SUCCESS
 }

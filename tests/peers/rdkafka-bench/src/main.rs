@@ -15,8 +15,13 @@
 //! transaction: `begin_transaction()`, the sends, `commit_transaction()` (which flushes them,
 //! serving their delivery callbacks, then commits).
 //!
-//! `rdkafka-bench consume …` is the consumer instead (see `consumer.rs`).
+//! With `--async` it is rust-rdkafka's async producer instead, a `FutureProducer` pipelined on a
+//! tokio current-thread runtime (see `asynchronous.rs`).
+//!
+//! `rdkafka-bench consume …` is the consumer instead (see `consumer.rs`; `consume --async`: a
+//! `StreamConsumer`).
 
+mod asynchronous;
 #[path = "../../../src/bin/bench_producer/common.rs"]
 mod common;
 mod consumer;
@@ -74,6 +79,9 @@ fn main() -> ExitCode {
     config.set("bootstrap.servers", &args.bootstrap);
     for (k, v) in &args.props {
         config.set(k, v);
+    }
+    if args.async_api {
+        return asynchronous::main(&args, &config);
     }
     let start = Instant::now();
     let producer: BaseProducer<Context> = match config.create_with_context(Context {

@@ -4,7 +4,7 @@
 //! treats them alike and only the client differs.
 //!
 //! ```text
-//! BIN --bootstrap HOST:PORT,… --topic T --records N --group G [-X key=value]…
+//! BIN --bootstrap HOST:PORT,… --topic T --records N --group G [--async] [-X key=value]…
 //! ```
 //!
 //! The client subscribes to `T` in the fresh group `G` (`auto.offset.reset=earliest`, so it
@@ -14,7 +14,13 @@
 //! the end of the `poll()` that brought the `N`-th record; joining the group is reported
 //! apart (`join_ms`: client created to partitions assigned). Every record's key and value
 //! length is added up, as Java's tool does, so that the payload is touched.
+//!
+//! `--async` reads through the client's async API instead, a stream of records awaited one by
+//! one on a tokio current-thread runtime ([`next_or_idle`]): ours `Consumer::stream()`,
+//! librdkafka's `StreamConsumer::stream()`.
 
+use std::future::poll_fn;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// The command line.
@@ -23,12 +29,14 @@ pub struct Args {
     pub topic: String,
     pub records: u64,
     pub group: String,
+    /// `--async`: the client's stream of records (see the module documentation).
+    pub async_api: bool,
     /// Client properties (`-X key=value`), passed through as they are.
     pub props: Vec<(String, String)>,
 }
 
 const USAGE: &str =
-    "usage: --bootstrap HOST:PORT --topic T --records N --group G [-X key=value]...";
+    "usage: --bootstrap HOST:PORT --topic T --records N --group G [--async] [-X key=value]...";
 
 /// No record for this long ends the run as a failure.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(30);
@@ -51,6 +59,7 @@ impl Args {
             topic: String::new(),
             records: 0,
             group: String::new(),
+            async_api: false,
             props: Vec::new(),
         };
         while let Some(flag) = it.next() {
@@ -60,6 +69,7 @@ impl Args {
                 "--topic" => a.topic = val()?,
                 "--group" => a.group = val()?,
                 "--records" => a.records = val()?.parse().map_err(|e| format!("--records: {e}"))?,
+                "--async" => a.async_api = true,
                 "-X" => {
                     let kv = val()?;
                     let (k, v) = kv.split_once('=').ok_or("-X needs key=value")?;
@@ -73,6 +83,16 @@ impl Args {
         }
         Ok(a)
     }
+}
+
+/// The next item of a stream (`poll` is its `poll_next`), or `None` when none came within
+/// [`IDLE_LIMIT`]. The timer is armed only when the stream has nothing at once, so a run that
+/// keeps up pays for no timer per record.
+pub async fn next_or_idle<T>(mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Option<T> {
+    if let Poll::Ready(item) = poll_fn(|cx| Poll::Ready(poll(cx))).await {
+        return Some(item);
+    }
+    tokio::time::timeout(IDLE_LIMIT, poll_fn(poll)).await.ok()
 }
 
 /// The clock of a run: created with the client, told when the partitions came and when the
@@ -128,6 +148,14 @@ mod tests {
             a.props,
             vec![("enable.auto.commit".to_owned(), "false".to_owned())]
         );
+        assert!(!a.async_api);
         assert!(Args::try_parse("--topic t --records 5".split(' ').map(String::from)).is_err());
+        let b = Args::try_parse(
+            "--bootstrap b:1 --topic t --records 5 --group g --async"
+                .split(' ')
+                .map(String::from),
+        )
+        .unwrap();
+        assert!(b.async_api);
     }
 }

@@ -8,12 +8,16 @@
 //!     -X enable.auto.commit=false
 //! ```
 //!
+//! With `--async` it reads through `Consumer::stream()` on a tokio current-thread runtime
+//! instead of `poll()` (see `stream.rs`).
+//!
 //! `-X` takes any consumer property; `auto.offset.reset=earliest` is set before them. The
 //! records are dropped after their key and value lengths are added up, as Java's tool does. The
 //! CRIU engine is linked and the consumer registers its checkpoint resource, as in a
 //! checkpoint-ready service.
 
 mod common;
+mod stream;
 
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
@@ -55,20 +59,42 @@ fn main() -> ExitCode {
         eprintln!("bench_consumer: subscribe: {e}");
         return ExitCode::FAILURE;
     }
+    let report = |n, bytes| {
+        if let Some(&at) = assigned.get() {
+            clock.assigned(at);
+        }
+        clock.report(n, bytes);
+    };
+    let read = if args.async_api {
+        stream::consume(consumer, &args, report)
+    } else {
+        consume(&consumer, &args, report).and_then(|()| {
+            consumer
+                .close(Duration::from_secs(30))
+                .map_err(|e| format!("close: {e}"))
+        })
+    };
+    match read {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench_consumer: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Reads with `poll()` until `args.records` records have come, then calls `report` with the
+/// records and bytes read.
+fn consume(consumer: &Consumer, args: &Args, report: impl FnOnce(u64, u64)) -> Result<(), String> {
     let (mut n, mut bytes) = (0u64, 0u64);
     let mut last = Instant::now();
     while n < args.records {
-        let records = match consumer.poll(Duration::from_millis(100)) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("bench_consumer: poll after {n} records: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
+        let records = consumer
+            .poll(Duration::from_millis(100))
+            .map_err(|e| format!("poll after {n} records: {e}"))?;
         if records.is_empty() {
             if last.elapsed() > IDLE_LIMIT {
-                eprintln!("bench_consumer: no record for {IDLE_LIMIT:?} after {n}");
-                return ExitCode::FAILURE;
+                return Err(format!("no record for {IDLE_LIMIT:?} after {n}"));
             }
             continue;
         }
@@ -79,13 +105,6 @@ fn main() -> ExitCode {
                 (r.key.as_ref().map_or(0, Vec::len) + r.value.as_ref().map_or(0, Vec::len)) as u64;
         }
     }
-    if let Some(&at) = assigned.get() {
-        clock.assigned(at);
-    }
-    clock.report(n, bytes);
-    if let Err(e) = consumer.close(Duration::from_secs(30)) {
-        eprintln!("bench_consumer: close: {e}");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
+    report(n, bytes);
+    Ok(())
 }

@@ -6,8 +6,18 @@
 //!
 //! ```text
 //! BIN --bootstrap HOST:PORT,… --topic T --records N --record-size BYTES
-//!     [--rate RECORDS_PER_SEC] [--warmup-records W] [--transaction-records T] [-X key=value]…
+//!     [--rate RECORDS_PER_SEC] [--warmup-records W] [--transaction-records T]
+//!     [--async [--window W]] [-X key=value]…
 //! ```
+//!
+//! `--async` sends through the client's async API on a tokio current-thread runtime, pipelined:
+//! each record is handed over in order (the next one once the client has taken it), and its
+//! delivery report, a future, joins a queue of at most `--window` reports (default
+//! [`DEFAULT_WINDOW`]) that is drained in send order as they resolve; when the queue is full,
+//! the oldest is awaited before the next send. The latency of a record is then from the send to
+//! the moment the task sees its report resolved (the runtime's wake-up included, as an async
+//! application sees it), and throughput ends when the last report has resolved. See
+//! [`Reports`].
 //!
 //! `--transaction-records T` makes the run transactional (the caller sets `transactional.id`
 //! with `-X`): the producer's transactions are initialised before the clock starts, then every
@@ -22,8 +32,17 @@
 //! has the same option). Throughput is measured over every record, from just before the first
 //! `send()` to the end of `flush()`, as Java's tool does (it stops at `close()`).
 
+use std::collections::VecDeque;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+/// Delivery reports awaited at once in `--async` mode unless `--window` says otherwise: far
+/// more than are in flight at the producers' throughput and latency, so the client's buffer (32
+/// MiB for 1 KB records), not the window, is what makes a send wait.
+pub const DEFAULT_WINDOW: usize = 100_000;
 
 /// The command line.
 pub struct Args {
@@ -37,13 +56,17 @@ pub struct Args {
     pub warmup: u64,
     /// Records per transaction; `None`: not transactional.
     pub transaction_records: Option<u64>,
+    /// `--async`: the client's async API, pipelined (see the module documentation).
+    pub async_api: bool,
+    /// `--window`: at most this many delivery reports awaited at once in `--async` mode.
+    pub window: usize,
     /// Client properties (`-X key=value`), passed through as they are.
     pub props: Vec<(String, String)>,
 }
 
 const USAGE: &str = "usage: --bootstrap HOST:PORT --topic T --records N --record-size BYTES \
                      [--rate RECORDS_PER_SEC] [--warmup-records W] [--transaction-records T] \
-                     [-X key=value]...";
+                     [--async [--window W]] [-X key=value]...";
 
 impl Args {
     /// Parses `std::env::args()`; exits with a usage line on a bad argument.
@@ -77,6 +100,8 @@ impl Args {
             rate: None,
             warmup: 0,
             transaction_records: None,
+            async_api: false,
+            window: DEFAULT_WINDOW,
             props: Vec::new(),
         };
         while let Some(flag) = it.next() {
@@ -109,6 +134,13 @@ impl Args {
                     }
                     a.transaction_records = Some(t);
                 }
+                "--async" => a.async_api = true,
+                "--window" => {
+                    a.window = val()?.parse().map_err(|e| format!("--window: {e}"))?;
+                    if a.window == 0 {
+                        return Err("--window must be positive".into());
+                    }
+                }
                 "-X" => {
                     let kv = val()?;
                     let (k, v) = kv.split_once('=').ok_or("-X needs key=value")?;
@@ -119,6 +151,11 @@ impl Args {
         }
         if a.bootstrap.is_empty() || a.topic.is_empty() || a.records == 0 {
             return Err("--bootstrap, --topic and --records are required".into());
+        }
+        if a.async_api && a.transaction_records.is_some() {
+            return Err(
+                "--async does not run transactions (leave out --transaction-records)".into(),
+            );
         }
         Ok(a)
     }
@@ -275,6 +312,115 @@ impl Histogram {
     }
 }
 
+/// The delivery reports of an `--async` run, oldest first, each with the time its record was
+/// sent: drained in send order as they resolve (a latency recorded for each, the first failure
+/// printed and every one counted), at most `--window` of them at once.
+pub struct Reports<'a, F: Future> {
+    queue: VecDeque<(Instant, bool, F)>,
+    window: usize,
+    name: &'static str,
+    latency: &'a Histogram,
+    failed: &'a AtomicU64,
+    /// A resolved report's error, `None` when its record was delivered.
+    error: fn(F::Output) -> Option<String>,
+}
+
+impl<'a, F: Future + Unpin> Reports<'a, F> {
+    pub fn new(
+        args: &Args,
+        name: &'static str,
+        latency: &'a Histogram,
+        failed: &'a AtomicU64,
+        error: fn(F::Output) -> Option<String>,
+    ) -> Self {
+        Reports {
+            queue: VecDeque::with_capacity(args.window.min(1 << 20)),
+            window: args.window,
+            name,
+            latency,
+            failed,
+            error,
+        }
+    }
+
+    /// Adds the report of a record sent at `sent` (`measured`: its latency counts). With the
+    /// window full it awaits the oldest; otherwise it takes what has resolved, without waiting.
+    pub async fn push(&mut self, sent: Instant, measured: bool, report: F) {
+        self.queue.push_back((sent, measured, report));
+        if self.queue.len() >= self.window {
+            self.oldest().await;
+        } else {
+            self.drain(&mut Context::from_waker(Waker::noop()));
+        }
+    }
+
+    /// Awaits `f` (a send the client cannot take yet, a pause), taking reports as they resolve
+    /// meanwhile.
+    pub async fn during<T>(&mut self, f: impl Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        poll_fn(|cx| {
+            let r = f.as_mut().poll(cx);
+            if r.is_pending() {
+                self.drain(cx);
+            }
+            r
+        })
+        .await
+    }
+
+    /// Awaits the oldest report and takes every one resolved behind it; returns how many it
+    /// took (0 at once when there is none).
+    pub async fn oldest(&mut self) -> usize {
+        poll_fn(|cx| {
+            if self.queue.is_empty() {
+                return Poll::Ready(0);
+            }
+            match self.drain(cx) {
+                0 => Poll::Pending,
+                n => Poll::Ready(n),
+            }
+        })
+        .await
+    }
+
+    /// Awaits every report.
+    pub async fn all(&mut self) {
+        poll_fn(|cx| {
+            self.drain(cx);
+            if self.queue.is_empty() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// Takes the resolved reports at the front (one clock read for all of them); the task is
+    /// woken when the first one still pending resolves. Returns how many it took.
+    fn drain(&mut self, cx: &mut Context<'_>) -> usize {
+        let mut now = None;
+        let mut taken = 0;
+        while let Some((_, _, report)) = self.queue.front_mut() {
+            let Poll::Ready(out) = Pin::new(report).poll(cx) else {
+                break;
+            };
+            let (sent, measured, _) = self.queue.pop_front().expect("the front");
+            taken += 1;
+            if measured {
+                let now = *now.get_or_insert_with(Instant::now);
+                self.latency.record(now.saturating_duration_since(sent));
+            }
+            if let Some(e) = (self.error)(out)
+                && self.failed.fetch_add(1, Ordering::Relaxed) == 0
+            {
+                eprintln!("{}: delivery failed: {e}", self.name);
+            }
+        }
+        taken
+    }
+}
+
 /// The machine-readable last line every benchmark binary prints.
 pub fn report(args: &Args, seconds: f64, failed: u64, lat: &Histogram) {
     let rps = args.records as f64 / seconds;
@@ -337,5 +483,42 @@ mod tests {
         let begins: Vec<u64> = (0..5).filter(|&i| a.begins_transaction(i)).collect();
         let ends: Vec<u64> = (0..5).filter(|&i| a.ends_transaction(i)).collect();
         assert_eq!((begins, ends), (vec![0, 2, 4], vec![1, 3, 4]));
+        assert!(!a.async_api && a.window == DEFAULT_WINDOW);
+        let parse = |s: &str| Args::try_parse(s.split(' ').map(String::from));
+        let b = parse("--bootstrap b:1 --topic t --records 5 --async --window 7").unwrap();
+        assert!(b.async_api && b.window == 7);
+        assert!(
+            parse("--bootstrap b:1 --topic t --records 5 --async --transaction-records 2").is_err()
+        );
+        assert!(parse("--bootstrap b:1 --topic t --records 5 --async --window 0").is_err());
+    }
+
+    /// Resolved reports are taken in order as they come: latencies recorded for the measured
+    /// ones, failures counted.
+    #[test]
+    fn reports_drain_in_order() {
+        let args = Args::try_parse(
+            "--bootstrap b:1 --topic t --records 3 --async --window 2"
+                .split(' ')
+                .map(String::from),
+        )
+        .unwrap();
+        let (latency, failed) = (Histogram::default(), AtomicU64::new(0));
+        let mut r = Reports::new(
+            &args,
+            "test",
+            &latency,
+            &failed,
+            |out: Result<(), String>| out.err(),
+        );
+        let mut cx = Context::from_waker(Waker::noop());
+        let now = Instant::now();
+        for (measured, out) in [(false, Ok(())), (true, Err("no".into())), (true, Ok(()))] {
+            let push = std::pin::pin!(r.push(now, measured, std::future::ready(out)));
+            assert!(push.poll(&mut cx).is_ready());
+        }
+        assert!(std::pin::pin!(r.all()).poll(&mut cx).is_ready());
+        assert_eq!(latency.total.load(Ordering::Relaxed), 2);
+        assert_eq!(failed.load(Ordering::Relaxed), 1);
     }
 }

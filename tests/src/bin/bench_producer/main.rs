@@ -8,10 +8,15 @@
 //!     -X acks=all -X linger.ms=5 -X batch.size=16384 [--rate 50000]
 //! ```
 //!
+//! With `--async` it sends with `send_async(record).accepted().await` on a tokio current-thread
+//! runtime, the delivery reports awaited in a bounded window as they resolve (`common::Reports`),
+//! and ends with `flush_async()`; see `asynchronous.rs`.
+//!
 //! With `--transaction-records T` (and `-X transactional.id=…`) every `T` records are one
 //! transaction. `-X` takes any producer property (`crac.register=false` measures the producer without its
 //! checkpoint resource). The CRIU engine is linked, as in a checkpoint-ready service.
 
+mod asynchronous;
 mod common;
 
 use std::process::ExitCode;
@@ -45,48 +50,18 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
 
-    let start = Instant::now();
-    let pacer = Pacer::new(start, args.rate);
-    for i in 0..args.records {
-        if let Some(d) = pacer.wait_before(i) {
-            std::thread::sleep(d);
-        }
-        if args.begins_transaction(i)
-            && let Err(e) = producer.begin_transaction()
-        {
-            eprintln!("bench_producer: begin_transaction at record {i}: {e}");
+    let produced = if args.async_api {
+        asynchronous::produce(&producer, &args, &payload, latency, failed)
+    } else {
+        produce(&producer, &args, &payload, latency, failed, &mut commits)
+    };
+    let start = match produced {
+        Ok(start) => start,
+        Err(e) => {
+            eprintln!("bench_producer: {e}");
             return ExitCode::FAILURE;
         }
-        let sent = Instant::now();
-        let measured = i >= args.warmup;
-        let r = producer.send_with_callback(
-            ProducerRecord::new(&args.topic).value(&payload),
-            move |res| {
-                if measured {
-                    latency.record(sent.elapsed());
-                }
-                if let Err(e) = res
-                    && failed.fetch_add(1, Ordering::Relaxed) == 0
-                {
-                    eprintln!("bench_producer: delivery failed: {e}");
-                }
-            },
-        );
-        if let Err(e) = r {
-            eprintln!("bench_producer: send failed at record {i}: {e}");
-            return ExitCode::FAILURE;
-        }
-        if args.ends_transaction(i)
-            && let Err(e) = commits.time(|| producer.commit_transaction())
-        {
-            eprintln!("bench_producer: commit_transaction at record {i}: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    if let Err(e) = producer.flush() {
-        eprintln!("bench_producer: {e}");
-        return ExitCode::FAILURE;
-    }
+    };
     let seconds = start.elapsed().as_secs_f64();
     let closed = producer.close(Duration::from_secs(30));
     let failed = failed.load(Ordering::Relaxed);
@@ -109,4 +84,52 @@ fn main() -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The blocking run: `send_with_callback()` for every record (the latency recorded in the
+/// callback), then `flush()`. Returns when it started.
+fn produce(
+    producer: &Producer,
+    args: &Args,
+    payload: &[u8],
+    latency: &'static Histogram,
+    failed: &'static AtomicU64,
+    commits: &mut Commits,
+) -> Result<Instant, String> {
+    let start = Instant::now();
+    let pacer = Pacer::new(start, args.rate);
+    for i in 0..args.records {
+        if let Some(d) = pacer.wait_before(i) {
+            std::thread::sleep(d);
+        }
+        if args.begins_transaction(i) {
+            producer
+                .begin_transaction()
+                .map_err(|e| format!("begin_transaction at record {i}: {e}"))?;
+        }
+        let sent = Instant::now();
+        let measured = i >= args.warmup;
+        producer
+            .send_with_callback(
+                ProducerRecord::new(&args.topic).value(payload),
+                move |res| {
+                    if measured {
+                        latency.record(sent.elapsed());
+                    }
+                    if let Err(e) = res
+                        && failed.fetch_add(1, Ordering::Relaxed) == 0
+                    {
+                        eprintln!("bench_producer: delivery failed: {e}");
+                    }
+                },
+            )
+            .map_err(|e| format!("send failed at record {i}: {e}"))?;
+        if args.ends_transaction(i) {
+            commits
+                .time(|| producer.commit_transaction())
+                .map_err(|e| format!("commit_transaction at record {i}: {e}"))?;
+        }
+    }
+    producer.flush().map_err(|e| e.to_string())?;
+    Ok(start)
 }
