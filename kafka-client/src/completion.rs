@@ -12,7 +12,8 @@ use parking_lot::Mutex;
 /// The value, once delivered, and the task waiting for it.
 type Slot<T> = Arc<Mutex<(Option<T>, Option<Waker>)>>;
 
-/// A future that resolves with the value its [`Completer`] delivers.
+/// A future that resolves with the value the producer or consumer delivers from a thread of
+/// its own (a close, a commit's callback).
 #[must_use = "futures do nothing unless polled"]
 pub struct Completion<T> {
     slot: Slot<T>,

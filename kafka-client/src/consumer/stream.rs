@@ -52,8 +52,12 @@ struct Slot {
 pub struct RecordStream {
     shared: Arc<Shared>,
     buf: VecDeque<ConsumerRecord>,
-    /// The offset after the last record yielded, per partition.
+    /// The offset after the last record yielded, per partition, but for `last`'s.
     yielded: BTreeMap<TopicPartition, i64>,
+    /// The partition of the last record yielded and the offset after it: records come in runs
+    /// of one partition, so `yielded` is updated only when the partition changes, not per
+    /// record.
+    last: Option<(Arc<str>, i32, i64)>,
     epoch: u64,
 }
 
@@ -83,6 +87,7 @@ impl Consumer {
             shared,
             buf: VecDeque::new(),
             yielded: BTreeMap::new(),
+            last: None,
             epoch: crac_api::restore_epoch(),
         }
     }
@@ -162,10 +167,13 @@ impl RecordStream {
     /// Commits the offsets after the records this stream yielded (and nothing fetched but
     /// not yielded); resolves when the group coordinator answered.
     pub fn commit(&self) -> CommitFuture {
-        let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = self
-            .yielded
-            .iter()
-            .map(|(tp, o)| (tp.clone(), OffsetAndMetadata::new(*o)))
+        let mut yielded = self.yielded.clone();
+        if let Some((t, p, o)) = &self.last {
+            yielded.insert(TopicPartition::new(t.clone(), *p), *o);
+        }
+        let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = yielded
+            .into_iter()
+            .map(|(tp, o)| (tp, OffsetAndMetadata::new(o)))
             .collect();
         let (done, future) = completion();
         match self
@@ -175,6 +183,21 @@ impl RecordStream {
         {
             Ok(()) => future,
             Err(e) => Completion::ready(Err(e)),
+        }
+    }
+
+    /// Remembers that `r` was yielded (see `last`).
+    fn note_yielded(&mut self, r: &ConsumerRecord) {
+        match &mut self.last {
+            Some((t, p, o)) if *p == r.partition && (Arc::ptr_eq(t, &r.topic) || *t == r.topic) => {
+                *o = r.offset + 1;
+            }
+            _ => {
+                if let Some((t, p, o)) = self.last.take() {
+                    self.yielded.insert(TopicPartition::new(t, p), o);
+                }
+                self.last = Some((r.topic.clone(), r.partition, r.offset + 1));
+            }
         }
     }
 
@@ -205,7 +228,7 @@ impl futures_core::Stream for RecordStream {
         self.drop_if_restored();
         loop {
             if let Some(r) = self.buf.pop_front() {
-                self.yielded.insert(r.topic_partition(), r.offset + 1);
+                self.note_yielded(&r);
                 return Poll::Ready(Some(Ok(r)));
             }
             let mut slot = self.shared.slot.lock();

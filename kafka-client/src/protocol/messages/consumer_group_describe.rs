@@ -21,8 +21,8 @@ impl Request for ConsumerGroupDescribeRequest {
     const MIN_VERSION: i16 = 0;
     const MAX_VERSION: i16 = 0;
     const FLEXIBLE_FROM: i16 = 0;
+    // Java's response does not ask the client to throttle: the broker delays it itself.
     type Response = ConsumerGroupDescribeResponse;
-    const CLIENT_THROTTLES_FROM: i16 = 0;
 
     fn encode(&self, _version: i16, out: &mut Vec<u8>) {
         out.put_length(Some(self.group_ids.len()), true);
