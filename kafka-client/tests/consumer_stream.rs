@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use futures_core::Stream;
+use kafka_client::testing::protocol::ApiKey;
 use kafka_client::{RecordStream, TopicPartition};
 use parking_lot::Mutex;
 
@@ -127,4 +128,33 @@ fn a_stream_dropped_between_items_loses_and_repeats_nothing() {
         got
     });
     assert_eq!(rest, values(0, 37..400), "nothing lost, nothing repeated");
+}
+
+#[test]
+fn a_stream_awaiting_records_longer_than_max_poll_interval_stays_in_its_group() {
+    let _serial = SERIAL.lock();
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    fill_values(&c, 0, 0..3);
+    let con = consumer(&c, &[("max.poll.interval.ms", "300")]);
+    con.subscribe([T]).unwrap();
+    runtime().block_on(async {
+        let mut s = con.stream();
+        for i in 0..3 {
+            assert_eq!(next(&mut s).await, format!("0:v{i}"));
+        }
+        // Awaiting the stream is being in poll(): the member does not leave its group while
+        // its task waits (as a poll() that waits does not), however long nothing comes.
+        let waited = tokio::time::timeout(Duration::from_millis(1500), next(&mut s)).await;
+        assert!(waited.is_err(), "no record to yield: {waited:?}");
+        fill(&c, 0, &["late"]);
+        assert_eq!(next(&mut s).await, "0:late");
+        // Checked before the stream (and with it the consumer, which leaves) is dropped.
+        assert!(
+            c.seen(ApiKey::LeaveGroup).is_empty(),
+            "the member left its group while its stream awaited records"
+        );
+        // The first JoinGroup is answered MEMBER_ID_REQUIRED (KIP-394), the second joins.
+        assert_eq!(c.seen(ApiKey::SyncGroup).len(), 1, "one join: no rebalance");
+    });
 }

@@ -131,7 +131,7 @@ PRODUCER_SETTINGS = {
 # delivery reports in a window of ASYNC_WINDOW, oldest first, on a tokio current-thread runtime.
 ASYNC_CLIENTS = {
     "ours": ("ours, blocking", "`send_with_callback()`, `flush()`", "`poll()`"),
-    "ours-async": ("ours, async", "`send_async(r).accepted().await`, reports awaited in the window, `flush_async()`",
+    "ours-async": ("ours, async", "`send_async(r).accepted().await`, reports awaited in the window, `flush_async()` at the end",
                    "`Consumer::stream()`"),
     "librdkafka": ("rust-rdkafka, blocking", "`BaseProducer::send()` + `poll(0)`, `flush()`",
                    "`BaseConsumer::poll()`"),
@@ -1852,7 +1852,7 @@ def async_report(bench):
         "The async producers run on a tokio current-thread runtime and send in order (each record once the client has "
         f"taken the one before), their delivery reports awaited oldest first in a window of at most {ASYNC_WINDOW:,} "
         "(a full window awaits the oldest); latency is from the send to the report seen resolved by the task (blocking: "
-        "to the delivery callback); records/s from the first send to the last report (blocking: to the end of flush). "
+        "to the delivery callback); records/s from the first send to the last report, `flush_async()` awaited meanwhile as the blocking runs flush (blocking: to the end of flush). "
         "Consumers read a topic prefilled by Java's producer (acks=1, no compression) in a fresh group, "
         "auto.offset.reset=earliest, enable.auto.commit=false, each client's defaults otherwise; the async ones await "
         "record by record on a tokio current-thread runtime; records/s from the partitions assigned to the last record. "

@@ -159,6 +159,10 @@ pub fn parse_partition_within(
         error: None,
         deferred: false,
     };
+    // The records' topic name gets a reference count of its own: the application thread drops
+    // these records while this thread clones the shared name into the next ones, and one
+    // counter for both made every record's drop wait for the other core's cache line.
+    let topic: &Arc<str> = &Arc::from(&**topic);
     let read_committed = isolation == IsolationLevel::ReadCommitted;
     // Aborted transactions by first offset, consumed as batches pass them (Java's queue).
     let mut pending: Vec<AbortedTransaction> = aborted.to_vec();

@@ -451,6 +451,57 @@ impl Consumer {
         r
     }
 
+    /// Records already fetched, taken without waiting, as `poll()` would take them: the
+    /// stream's fast path. [`PollNow::Waiting`]: none buffered and nothing else due; `waker` is
+    /// woken by what would wake a waiting `poll()` (records, a rebalance step, an error), and
+    /// the wait counts as time in `poll()` for `max.poll.interval.ms`. [`PollNow::PollDue`]:
+    /// `poll()` has work first (a rebalance step, an error, an auto-commit, a checkpoint in
+    /// progress) or is running.
+    pub(crate) fn poll_now(&self, waker: &std::task::Waker) -> PollNow {
+        let Some(_polling) = self.inner.polling.try_lock() else {
+            return PollNow::PollDue;
+        };
+        let mut st = self.inner.shared.state.lock();
+        let step_due = !matches!(
+            st.rebalance,
+            RebalanceStep::None | RebalanceStep::JoinAllowed
+        );
+        if st.closed
+            || st.checkpointing
+            || step_due
+            || !st.errors.is_empty()
+            || st.subscription == Subscription::None
+        {
+            return PollNow::PollDue;
+        }
+        if self.inner.config.enable_auto_commit
+            && Instant::now() >= self.inner.app.lock().next_auto_commit
+        {
+            return PollNow::PollDue;
+        }
+        let (records, error) = st.drain(self.inner.config.max_poll_records);
+        if records.is_empty() && error.is_none() {
+            // Registered under the state's lock: what is buffered after this wakes it.
+            let mut w = self.inner.shared.waker.lock();
+            if !w.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                *w = Some(waker.clone());
+            }
+            if !st.in_poll {
+                st.in_poll = true;
+                st.last_poll = Instant::now();
+            }
+            return PollNow::Waiting;
+        }
+        st.in_poll = false;
+        st.last_poll = Instant::now();
+        drop(st);
+        self.inner.wake(); // drained partitions can be fetched again
+        PollNow::Records(match error {
+            Some(e) => Err(e),
+            None => Ok(ConsumerRecords::new(records)),
+        })
+    }
+
     fn poll_until(&self, deadline: Instant) -> Result<ConsumerRecords, ConsumerError> {
         // A poll() that waits across a checkpoint returns nothing in the restored copies: what
         // it would return is the copy's to fetch again, from the positions it resumes at.
@@ -939,4 +990,14 @@ impl Drop for Consumer {
     fn drop(&mut self) {
         let _ = self.close(Duration::from_secs(30));
     }
+}
+
+/// What [`Consumer::poll_now`] found.
+pub(crate) enum PollNow {
+    /// Records (or a fetch error), taken as `poll()` takes them.
+    Records(Result<ConsumerRecords, ConsumerError>),
+    /// Nothing to take and nothing due: the waker is registered.
+    Waiting,
+    /// `poll()` must run (see [`Consumer::poll_now`]).
+    PollDue,
 }

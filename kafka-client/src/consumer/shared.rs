@@ -383,6 +383,8 @@ fn unbuffer(buffered: &mut HashMap<TopicPartition, Buffered>, tp: &TopicPartitio
 pub(crate) struct Shared {
     pub state: Mutex<State>,
     pub cv: Condvar,
+    /// A stream's task waiting for what `notify` announces (`Consumer::poll_now`).
+    pub waker: Mutex<Option<std::task::Waker>>,
 }
 
 impl Shared {
@@ -390,12 +392,17 @@ impl Shared {
         Arc::new(Self {
             state: Mutex::new(State::new(group_instance_id)),
             cv: Condvar::new(),
+            waker: Mutex::new(None),
         })
     }
 
     /// Wakes the application (new records, a rebalance step, an error, a position).
     pub fn notify(&self) {
         self.cv.notify_all();
+        let waker = self.waker.lock().take();
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 }
 

@@ -1,11 +1,14 @@
 //! The consumer as a [`futures_core::Stream`] of records, for async code.
 //!
-//! A thread of the stream's own polls (`poll()` with a short timeout) and hands whole batches
-//! to the stream through a one-batch slot, so no runtime thread ever waits on the network, a
-//! rebalance or a commit: the consumer's rebalance listener and commit callbacks run on that
-//! thread (keep them short; hand async work to a channel). The stream yields record by record
-//! and keeps, per partition, the offset after the last record it yielded: [`RecordStream::commit`]
-//! commits exactly those (never a record fetched but not yet yielded).
+//! Records already fetched are taken on the task's own thread, as `poll()` takes them, without
+//! waiting ([`Consumer::poll_now`]). When there are none, or when `poll()` has other work first
+//! (a rebalance and its listener, an auto-commit, a checkpoint), a thread of the stream's own
+//! runs `poll()` and hands its batch over through a slot, so no runtime thread ever waits on
+//! the network, a rebalance or a commit: the consumer's rebalance listener and commit
+//! callbacks run on that thread (keep them short; hand async work to a channel). The stream
+//! yields record by record and keeps, per partition, the offset after the last record it
+//! yielded: [`RecordStream::commit`] commits exactly those (never a record fetched but not
+//! yet yielded).
 //!
 //! Cancel-safe: dropping the stream, or a `next()` future, between items loses nothing. What
 //! was fetched but not yielded is given back: the polling thread seeks every such partition
@@ -22,12 +25,15 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::{Consumer, ConsumerError, ConsumerRecord, OffsetAndMetadata, TopicPartition};
+use super::{
+    Consumer, ConsumerError, ConsumerRecord, ConsumerRecords, OffsetAndMetadata, PollNow,
+    TopicPartition,
+};
 use crate::completion::{Completion, completion};
 
 /// How long the polling thread's `poll()` waits before it looks at the stream again.
 const POLL_SLICE: Duration = Duration::from_millis(100);
-/// How often a polling thread waiting for the stream runs the commit callbacks.
+/// How often an idle polling thread runs the commit callbacks.
 const CALLBACK_SLICE: Duration = Duration::from_millis(5);
 
 /// What the polling thread and the stream share.
@@ -39,19 +45,31 @@ struct Shared {
 
 #[derive(Default)]
 struct Slot {
-    /// Fetched, not taken by the stream yet (one batch, or an error).
+    /// Polled by the thread, not taken by the stream yet (a batch, or an error).
     ready: VecDeque<Result<Vec<ConsumerRecord>, ConsumerError>>,
     waker: Option<Waker>,
+    /// The stream has nothing and waits: the thread polls for it.
+    wanted: bool,
+    /// The thread is in `poll()`: the stream does not take records itself meanwhile (what it
+    /// took would overtake the thread's batch).
+    busy: bool,
     /// The stream is gone: give `returned` back and stop.
     stop: bool,
     /// Records the stream had and did not yield (given back at its drop or at a restore).
     returned: Vec<ConsumerRecord>,
 }
 
+impl Slot {
+    /// Whether the polling thread has something to do.
+    fn work(&self) -> bool {
+        self.stop || !self.returned.is_empty() || (self.wanted && self.ready.is_empty())
+    }
+}
+
 /// A stream of the consumer's records (see the module documentation).
 pub struct RecordStream {
     shared: Arc<Shared>,
-    buf: VecDeque<ConsumerRecord>,
+    buf: std::vec::IntoIter<ConsumerRecord>,
     /// The offset after the last record yielded, per partition, but for `last`'s.
     yielded: BTreeMap<TopicPartition, i64>,
     /// The partition of the last record yielded and the offset after it: records come in runs
@@ -59,6 +77,8 @@ pub struct RecordStream {
     /// record.
     last: Option<(Arc<str>, i32, i64)>,
     epoch: u64,
+    /// The consumer was closed: the stream has ended.
+    ended: bool,
 }
 
 impl Consumer {
@@ -75,39 +95,29 @@ impl Consumer {
             .name("kafka-consumer-stream".into())
             .spawn(move || poll_loop(&s));
         if let Err(e) = started {
-            shared
-                .slot
-                .lock()
-                .ready
-                .push_back(Err(ConsumerError::illegal(format!(
-                    "cannot start the stream's polling thread: {e}"
-                ))));
+            let mut slot = shared.slot.lock();
+            slot.busy = true; // no thread will poll: the stream ends with this error
+            slot.ready.push_back(Err(ConsumerError::illegal(format!(
+                "cannot start the stream's polling thread: {e}"
+            ))));
         }
         RecordStream {
             shared,
-            buf: VecDeque::new(),
+            buf: Vec::new().into_iter(),
             yielded: BTreeMap::new(),
             last: None,
             epoch: crac_api::restore_epoch(),
+            ended: false,
         }
     }
 }
 
-/// The polling thread: fills the slot while there is room, until the stream is gone.
+/// The polling thread: polls while the stream waits for records, gives back what the stream
+/// returned, runs commit callbacks meanwhile, until the stream is gone.
 fn poll_loop(s: &Shared) {
     loop {
-        {
-            let mut slot = s.slot.lock();
-            while !slot.ready.is_empty() && !slot.stop {
-                // The stream has not taken the last batch: no poll(), but commit callbacks
-                // (they run on the thread that polls) still run, so commits complete.
-                drop(slot);
-                s.consumer.run_commit_callbacks();
-                slot = s.slot.lock();
-                if !slot.ready.is_empty() && !slot.stop {
-                    s.room.wait_for(&mut slot, CALLBACK_SLICE);
-                }
-            }
+        let mut slot = s.slot.lock();
+        loop {
             if slot.stop {
                 let returned = std::mem::take(&mut slot.returned);
                 let pending: Vec<ConsumerRecord> = slot
@@ -120,23 +130,45 @@ fn poll_loop(s: &Shared) {
                 give_back(&s.consumer, returned.into_iter().chain(pending));
                 return;
             }
-            // Records a restored stream dropped: their partitions are read again.
-            let returned = std::mem::take(&mut slot.returned);
+            if !slot.returned.is_empty() {
+                // Records a restored stream dropped: their partitions are read again before
+                // anything more is taken from them.
+                let returned = std::mem::take(&mut slot.returned);
+                drop(slot);
+                give_back(&s.consumer, returned.into_iter());
+                slot = s.slot.lock();
+                continue;
+            }
+            if slot.work() {
+                break;
+            }
+            // Commit callbacks run on the thread that polls: they run here while the stream
+            // takes its records itself, so commits complete.
             drop(slot);
-            give_back(&s.consumer, returned.into_iter());
+            s.consumer.run_commit_callbacks();
+            slot = s.slot.lock();
+            if !slot.work() {
+                s.room.wait_for(&mut slot, CALLBACK_SLICE);
+            }
         }
-        let r = match s.consumer.poll(POLL_SLICE) {
+        slot.busy = true;
+        drop(slot);
+        let r = s.consumer.poll(POLL_SLICE);
+        let mut slot = s.slot.lock();
+        slot.busy = false;
+        let r = match r {
             Ok(records) if records.is_empty() => continue,
             Ok(records) => Ok(records.into_vec()),
             Err(e) => Err(e),
         };
         let closed = matches!(r, Err(ConsumerError::Closed));
-        let mut slot = s.slot.lock();
+        slot.wanted = false;
         slot.ready.push_back(r);
         if let Some(w) = slot.waker.take() {
             w.wake();
         }
         if closed {
+            slot.busy = true; // nobody polls any more
             return;
         }
     }
@@ -216,8 +248,38 @@ impl RecordStream {
             .filter_map(Result::ok)
             .flatten()
             .collect();
-        slot.returned.extend(self.buf.drain(..).chain(ready));
+        slot.returned
+            .extend(std::mem::take(&mut self.buf).chain(ready));
         self.shared.room.notify_all();
+    }
+}
+
+impl RecordStream {
+    /// The next batch: the thread's, or records taken here without waiting (when the thread
+    /// is not polling and has nothing to give back first); `Pending` asks the thread to poll.
+    fn next_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Vec<ConsumerRecord>, ConsumerError>> {
+        let mut slot = self.shared.slot.lock();
+        if let Some(r) = slot.ready.pop_front() {
+            return Poll::Ready(r);
+        }
+        if !slot.busy && slot.returned.is_empty() {
+            match self.shared.consumer.poll_now(cx.waker()) {
+                PollNow::Records(r) => return Poll::Ready(r.map(ConsumerRecords::into_vec)),
+                PollNow::Waiting => return Poll::Pending,
+                PollNow::PollDue => {}
+            }
+        }
+        if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            slot.waker = Some(cx.waker().clone());
+        }
+        if !slot.wanted {
+            slot.wanted = true;
+            self.shared.room.notify_all();
+        }
+        Poll::Pending
     }
 }
 
@@ -227,26 +289,21 @@ impl futures_core::Stream for RecordStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.drop_if_restored();
         loop {
-            if let Some(r) = self.buf.pop_front() {
+            if let Some(r) = self.buf.next() {
                 self.note_yielded(&r);
                 return Poll::Ready(Some(Ok(r)));
             }
-            let mut slot = self.shared.slot.lock();
-            match slot.ready.pop_front() {
-                Some(Ok(batch)) => {
-                    self.shared.room.notify_all();
-                    drop(slot);
-                    self.buf.extend(batch);
+            if self.ended {
+                return Poll::Ready(None);
+            }
+            match self.next_batch(cx) {
+                Poll::Ready(Ok(batch)) => self.buf = batch.into_iter(),
+                Poll::Ready(Err(ConsumerError::Closed)) => {
+                    self.ended = true;
+                    return Poll::Ready(None);
                 }
-                Some(Err(ConsumerError::Closed)) => return Poll::Ready(None),
-                Some(Err(e)) => {
-                    self.shared.room.notify_all();
-                    return Poll::Ready(Some(Err(e)));
-                }
-                None => {
-                    slot.waker = Some(cx.waker().clone());
-                    return Poll::Pending;
-                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Poll::Pending => return Poll::Pending,
             }
         }
     }
@@ -255,7 +312,7 @@ impl futures_core::Stream for RecordStream {
 impl Drop for RecordStream {
     fn drop(&mut self) {
         let mut slot = self.shared.slot.lock();
-        slot.returned.extend(self.buf.drain(..));
+        slot.returned.extend(std::mem::take(&mut self.buf));
         slot.stop = true;
         self.shared.room.notify_all();
     }

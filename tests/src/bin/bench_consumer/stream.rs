@@ -1,7 +1,7 @@
 //! `bench_consumer --async`: the consumer read as an async application reads it, through
-//! `Consumer::stream()` (its polling thread hands over a batch at a time) awaited record by
-//! record on a tokio current-thread runtime. The twin is `rdkafka-bench consume --async`
-//! (`StreamConsumer::stream()`).
+//! `Consumer::stream()` (records taken on the task's thread, a thread of the stream's own for
+//! `poll()`'s other work) awaited record by record on a tokio current-thread runtime. The twin
+//! is `rdkafka-bench consume --async` (`StreamConsumer::stream()`).
 
 use std::pin::Pin;
 use std::time::Duration;

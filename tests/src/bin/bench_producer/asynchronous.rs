@@ -2,8 +2,9 @@
 //! a tokio current-thread runtime (one thread: the task that sends is the one that takes the
 //! reports). Every record is sent with `send_async(record).accepted().await`, so records go out
 //! in order and a full buffer parks the task; its delivery report joins a window of at most
-//! `--window` (`common::Reports`), taken as the reports resolve. The run ends when every
-//! report has resolved and `flush_async()` has too. The twin is `rdkafka-bench --async`
+//! `--window` (`common::Reports`), taken as the reports resolve. After the last send,
+//! `flush_async()` (as the blocking run's `flush()`: the last batches go out at once) is awaited
+//! while the reports are taken; the run ends when every report has resolved. The twin is `rdkafka-bench --async`
 //! (`FutureProducer`).
 
 use std::sync::atomic::AtomicU64;
@@ -56,7 +57,9 @@ async fn run(
             .map_err(|e| format!("send failed at record {i}: {e}"))?;
         reports.push(sent, i >= args.warmup, report).await;
     }
+    // As the blocking run's flush(): the last batches go out without waiting for linger.ms,
+    // and the reports are taken as they resolve meanwhile.
+    reports.during(producer.flush_async()).await;
     reports.all().await;
-    producer.flush_async().await;
     Ok(start)
 }
