@@ -22,6 +22,10 @@ Sections (`--sections`, default all of them, in this order):
   settings    producer throughput (acks=all) at each client's own settings: its defaults (nothing
               set but bootstrap.servers and acks=all), and tuned for throughput as its own
               documentation advises (see PRODUCER_SETTINGS)
+  grow        ours with its growing batches (the default) against batch.grow.max.bytes=0 in
+              the same rounds (issue 24): throughput and peak RSS, then delivery latency at the
+              producer section's offered rates of docs/benchmarks.md (GROW_RATES), for each
+              cluster x value size x acks
   overhead    our producer with and without its checkpoint resource (crac.register=false)
   security    what TLS and SASL cost: producer (acks=all) and consumer throughput of every
               peer over PLAINTEXT and over SASL_SSL (SCRAM-SHA-512, TLS 1.3 with the cluster's
@@ -101,6 +105,15 @@ CODECS = ["none", "zstd"]
 CONSUMER_PROPS = {"enable.auto.commit": "false"}
 CONSUMER_IDLE_MS = 30_000
 ACKS = ["1", "all"]
+# The grow section's offered rates: those of the producer section's latency table in
+# docs/benchmarks.md (half the slowest client of that run), so its latency compares with that
+# table at the same rates. (brokers, value size, acks) -> records/s.
+GROW_RATES = {
+    (1, 100, "1"): 262_600, (1, 100, "all"): 254_200, (1, 1000, "1"): 56_400, (1, 1000, "all"): 51_900,
+    (3, 100, "1"): 61_700, (3, 100, "all"): 83_500, (3, 1000, "1"): 18_100, (3, 1000, "all"): 12_400,
+}
+# The grow section's two variants of ours: tag -> extra properties.
+GROW_VARIANTS = [("growing", None), ("not growing", {"batch.grow.max.bytes": "0"})]
 # The transactions section: records per transaction, and how many transactions a run holds at
 # most (fewer when the producer section's record count is reached first).
 TXN_SIZES = [100, 1000, 10000]
@@ -694,6 +707,39 @@ class Bench:
                     peer = self.peers[(i + rnd) % n]
                     self.producer_run(peer, c, topic, size, acks, "latency", rnd, records, rate=rate, warmup=warmup)
         c.delete_topic(topic)
+
+    def section_grow(self):
+        """Ours with growing batches against batch.grow.max.bytes=0, in turns within each round:
+        throughput and peak RSS, then latency at GROW_RATES (issue 24's A/B)."""
+        ours = next((p for p in self.peers if p.name == "ours"), None)
+        if ours is None:
+            log("grow: ours is not among --peers")
+            return
+        for brokers in self.args.brokers:
+            c = self.cluster(brokers)
+            for size in SIZES:
+                for acks in ACKS:
+                    topic = f"bench-grow-b{brokers}-s{size}-a{acks}"
+                    c.create_topic(topic)
+                    self.wait_for_quiet()
+                    self.warm_topic(c, topic, size, acks)
+                    log(f"grow: {brokers} broker(s), {size} B values, acks={acks}, {self.count(size, c)} records")
+                    for rnd in range(self.rounds):
+                        for i in range(len(GROW_VARIANTS)):
+                            tag, extra = GROW_VARIANTS[(i + rnd) % len(GROW_VARIANTS)]
+                            self.producer_run(ours, c, topic, size, acks, "grow-throughput", rnd, self.count(size, c),
+                                              extra=extra, tag=tag)
+                    rate = GROW_RATES.get((brokers, size, acks))
+                    if rate:
+                        warmup = int(rate * (0.5 if self.quick else 1))
+                        records = warmup + int(rate * self.latency_s)
+                        log(f"grow latency: {rate} records/s offered, {records} records (the first {warmup} not counted)")
+                        for rnd in range(self.rounds):
+                            for i in range(len(GROW_VARIANTS)):
+                                tag, extra = GROW_VARIANTS[(i + rnd) % len(GROW_VARIANTS)]
+                                self.producer_run(ours, c, topic, size, acks, "grow-latency", rnd, records, rate=rate,
+                                                  warmup=warmup, extra=extra, tag=tag)
+                    c.delete_topic(topic)
 
     def section_settings(self):
         """Throughput with acks=all at each client's own settings (PRODUCER_SETTINGS)."""
@@ -1334,6 +1380,7 @@ SECTIONS = {
     "consumer": Bench.section_consumer,
     "async": Bench.section_async,
     "settings": Bench.section_settings,
+    "grow": Bench.section_grow,
     "overhead": Bench.section_overhead,
     "security": Bench.section_security,
     "transactions": Bench.section_transactions,
@@ -1580,6 +1627,9 @@ def report(bench):
     async_md = async_report(bench)
     if async_md:
         L.append(async_md)
+    grow_md = grow_report(bench)
+    if grow_md:
+        L.append(grow_md)
     images_md = images_report(bench)
     if images_md:
         L.append(images_md)
@@ -1834,6 +1884,41 @@ def async_ratios(bench):
                  f"{mark(within)} |")
     L.append("\nThe goal (issue 27): ours async ahead of rust-rdkafka's async API (records/s ratio > 1, CPU ratio < 1) "
              "and within 10 % of our blocking API (records/s ratio ≥ 0.90, CPU ratio ≤ 1.10); medians of the rounds.\n")
+    return "\n".join(L)
+
+
+def grow_report(bench):
+    """The grow section of results.md ("" without its runs)."""
+    runs = [r for r in bench.runs if r["mode"] in ("grow-throughput", "grow-latency")]
+    if not runs:
+        return ""
+    cfgs = []
+    for r in runs:
+        k = (r["brokers"], r["size"], r["acks"])
+        if k not in cfgs:
+            cfgs.append(k)
+    rounds = 1 + max(r["round"] for r in runs)
+    base = " ".join(f"{k}={v}" for k, v in Ours("").props("all").items() if k != "acks")
+    L = ["## Growing batches against batch.grow.max.bytes=0 (ours)\n"]
+    L.append(f"Ours at the producer section's settings ({base}, acks as given), once as it is (batches that cannot "
+             "leave grow up to batch.grow.max.bytes, 1 MiB) and once with batch.grow.max.bytes=0, in turns within "
+             f"each round; {rounds} round(s), median (min–max). Throughput runs as the producer section's; latency at "
+             "the offered rates of the producer section's table in docs/benchmarks.md (GROW_RATES), the first second "
+             "left out. Peak RSS is the whole client process's.\n")
+    L.append("| configuration | records/s growing | records/s not growing | peak RSS MB growing / not | offered rate "
+             "| p50 ms growing / not | p99 ms growing / not |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|")
+    for (b, size, acks) in cfgs:
+        def col(mode, tag, key, d=0):
+            return spread([r.get(key) for r in pick(runs, mode=mode, tag=tag, brokers=b, size=size, acks=acks)], d)
+        (g, _), (n, _) = GROW_VARIANTS
+        rate = GROW_RATES.get((b, size, acks))
+        L.append(f"| {cfg_label(b, size, acks)} | {col('grow-throughput', g, 'records_per_sec')} "
+                 f"| {col('grow-throughput', n, 'records_per_sec')} "
+                 f"| {col('grow-throughput', g, 'rss_mb')} / {col('grow-throughput', n, 'rss_mb')} "
+                 f"| {fmt(rate)}/s | {col('grow-latency', g, 'lat_p50_ms', 2)} / {col('grow-latency', n, 'lat_p50_ms', 2)} "
+                 f"| {col('grow-latency', g, 'lat_p99_ms', 2)} / {col('grow-latency', n, 'lat_p99_ms', 2)} |")
+    L.append("")
     return "\n".join(L)
 
 

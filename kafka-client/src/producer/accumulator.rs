@@ -19,7 +19,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 
-use super::delivery::{BatchCallbacks, BatchOutcome, BatchResult, DeliveryFuture};
+use super::delivery::{
+    BatchCallbacks, BatchOutcome, BatchResult, DeliveryFuture, first_list_bytes,
+};
 use super::error::ProduceError;
 use super::metrics::Counters;
 use super::partitioner::{StickyPartition, partition_for_key};
@@ -41,8 +43,10 @@ pub(crate) struct ProducerBatch {
     pub topic: Arc<str>,
     pub partition: i32,
     pub writer: BatchWriter,
-    /// Bytes of `buffer.memory` this batch holds.
+    /// Bytes of `buffer.memory` this batch's buffer holds (its allocation).
     pub reserved: usize,
+    /// Bytes of `buffer.memory` its delivery callbacks hold (their list, boxed closures).
+    pub callback_bytes: usize,
     pub created: Instant,
     pub result: Arc<BatchResult>,
     pub callbacks: BatchCallbacks,
@@ -637,8 +641,15 @@ impl RecordAccumulator {
             let held = tq.is_held(partition as usize) || queue.len() >= 2;
             let queue = &mut tq.queues[partition as usize];
             // Into the open batch if it has room.
+            // A callback list that must grow to take this record's callback grows only if
+            // buffer.memory has room (else the batch closes and a new one waits for room).
+            let callback_room = |b: &ProducerBatch| {
+                callback.is_none()
+                    || used + b.callbacks.growth_on_push() <= self.config.buffer_memory
+            };
             if let Some(b) = queue.back_mut()
                 && !b.closed
+                && callback_room(b)
             {
                 let before = b.writer.size();
                 let cap_after = b.writer.capacity_after(estimate);
@@ -649,14 +660,21 @@ impl RecordAccumulator {
                 if let Some(index) = appended {
                     // A batch whose buffer grew past its reservation takes the rest from
                     // buffer.memory: what it allocated, not only what it holds.
-                    let grown = b.writer.capacity().saturating_sub(b.reserved);
+                    let mut grown = b.writer.capacity().saturating_sub(b.reserved);
                     b.reserved += grown;
                     let was_full = before + FULL_MARGIN > batch_size;
                     let full = b.is_full(batch_size);
                     let report = match callback.take() {
                         Some(cb) => {
-                            b.callbacks
-                                .push(index, timestamp, cb, expected_records, batch_size);
+                            let bytes = b.callbacks.push(
+                                index,
+                                timestamp,
+                                cb,
+                                expected_records,
+                                batch_size,
+                            );
+                            b.callback_bytes += bytes;
+                            grown += bytes;
                             None
                         }
                         None => Some(DeliveryFuture::pending(b.result.clone(), index, timestamp)),
@@ -686,7 +704,12 @@ impl RecordAccumulator {
             }
             // A new batch, if buffer.memory has room.
             let alloc = batch_size.max(needed);
-            if st.used + alloc > self.config.buffer_memory {
+            let first_callbacks = if callback.is_some() {
+                first_list_bytes::<F>(expected_records, batch_size)
+            } else {
+                0
+            };
+            if st.used + alloc + first_callbacks > self.config.buffer_memory {
                 (self.wake)();
                 match self.hold(&mut st, wait, &mut since) {
                     Held::Again => continue,
@@ -730,6 +753,7 @@ impl RecordAccumulator {
                 partition,
                 writer,
                 reserved: alloc,
+                callback_bytes: 0,
                 created: Instant::now(),
                 result,
                 callbacks: BatchCallbacks::default(),
@@ -744,9 +768,11 @@ impl RecordAccumulator {
             };
             let report = match callback.take() {
                 Some(cb) => {
-                    batch
-                        .callbacks
-                        .push(index, timestamp, cb, expected_records, batch_size);
+                    let bytes =
+                        batch
+                            .callbacks
+                            .push(index, timestamp, cb, expected_records, batch_size);
+                    batch.callback_bytes = bytes;
                     None
                 }
                 None => Some(DeliveryFuture::pending(
@@ -759,7 +785,12 @@ impl RecordAccumulator {
                 tq.sticky
                     .appended(batch.writer.size(), batch.is_full(batch_size), batch_size);
             }
+            let callback_bytes = batch.callback_bytes;
             tq.queues[partition as usize].push_back(batch);
+            if callback_bytes > 0 {
+                st.used += callback_bytes;
+                Counters::set(&self.counters.buffer_used, st.used as u64);
+            }
             drop(st);
             Counters::add(&self.counters.records_queued, 1);
             (self.wake)();
@@ -1059,7 +1090,9 @@ impl RecordAccumulator {
         let mut records = 0;
         let mut st = self.state.lock();
         for batch in batches {
-            st.used = st.used.saturating_sub(batch.reserved);
+            st.used = st
+                .used
+                .saturating_sub(batch.reserved + batch.callback_bytes);
             st.incomplete.remove(&batch.id);
             records += batch.record_count();
         }
@@ -1205,6 +1238,7 @@ pub(crate) mod tests {
             partition,
             writer,
             reserved: 0,
+            callback_bytes: 0,
             created: Instant::now(),
             result: BatchResult::new(Arc::from(topic), partition),
             callbacks: BatchCallbacks::default(),
@@ -1290,6 +1324,57 @@ pub(crate) mod tests {
             .sum();
         assert_eq!(st.used, reserved);
         assert!(reserved >= sizes.iter().sum::<usize>());
+    }
+
+    #[test]
+    fn delivery_callbacks_are_charged_to_buffer_memory_and_released_with_their_batch() {
+        // Small records with a callback that holds 64 bytes: the callbacks take more memory
+        // than the records, and buffer.memory bounds both.
+        let buffer = 200_000;
+        let acc = growing_accumulator(16_384, 0, buffer);
+        let payload = [0u8; 64];
+        let mut accepted = 0usize;
+        let err = loop {
+            let mut rec = ProducerRecord::new("t").value(b"x").partition(0);
+            rec.timestamp = Some(TS);
+            match acc.append(&rec, Some(move |_| assert_eq!(payload[0], 0))) {
+                Ok(_) => accepted += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(
+            matches!(err, ProduceError::MaxBlockExceeded { .. }),
+            "{err:?}"
+        );
+        let (used, record_bytes, callback_bytes) = {
+            let st = acc.state.lock();
+            let q = &st.topics[st.index["t"]].queues[0];
+            (
+                st.used,
+                q.iter().map(|b| b.reserved).sum::<usize>(),
+                q.iter().map(|b| b.callback_bytes).sum::<usize>(),
+            )
+        };
+        let entry = std::mem::size_of::<(i32, i64, [u8; 64])>();
+        assert!(used <= buffer, "{used} > {buffer}");
+        assert_eq!(used, record_bytes + callback_bytes);
+        assert!(
+            callback_bytes >= accepted * entry,
+            "{accepted} callbacks of {entry} bytes, {callback_bytes} charged"
+        );
+        // Completed batches give back all of it.
+        let d = acc.drain(Instant::now(), |_, _| Some(1), |_| true, |_, _| true);
+        let mut taken: Vec<ProducerBatch> = d.batches.into_values().flatten().collect();
+        for b in &mut taken {
+            b.complete(Err(ProduceError::Closed { reason: None }));
+        }
+        acc.deallocate_all(&taken);
+        let st = acc.state.lock();
+        let left: usize = st.topics[st.index["t"]].queues[0]
+            .iter()
+            .map(|b| b.reserved + b.callback_bytes)
+            .sum();
+        assert_eq!(st.used, left);
     }
 
     #[test]

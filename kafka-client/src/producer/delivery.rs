@@ -119,6 +119,8 @@ enum Store {
 trait TypedCallbacks: Any + Send {
     fn complete(&mut self, result: &BatchResult, outcome: &BatchOutcome);
     fn into_boxed(self: Box<Self>) -> Vec<(i32, i64, Callback)>;
+    /// What the next push allocates (the list doubles when full), in bytes.
+    fn growth_on_push(&self) -> usize;
 }
 
 struct Typed<F>(Vec<(i32, i64, F)>);
@@ -151,11 +153,32 @@ where
         }
         out
     }
+
+    fn growth_on_push(&self) -> usize {
+        growth(&self.0)
+    }
+}
+
+/// What pushing onto `v` allocates: its size again when it is full (`Vec` doubles).
+fn growth<T>(v: &Vec<T>) -> usize {
+    if v.len() < v.capacity() {
+        0
+    } else {
+        v.capacity().max(4) * std::mem::size_of::<T>()
+    }
+}
+
+/// The room [`BatchCallbacks::push`] allocates for a batch's first callback of type `F`.
+pub(crate) fn first_list_bytes<F>(expected: usize, max_bytes: usize) -> usize {
+    let entry = std::mem::size_of::<(i32, i64, F)>().max(1);
+    expected.min(max_bytes / entry).max(1) * entry
 }
 
 impl BatchCallbacks {
     /// Adds the callback of record `index`. The first one reserves room for `expected`
     /// callbacks (the records the batch can hold), but for no more than `max_bytes` of them.
+    /// Returns the bytes this push allocated (charged to `buffer.memory` with the batch: the
+    /// callbacks are memory the producer holds for unsent records, as their bytes are).
     pub(crate) fn push<F>(
         &mut self,
         index: i32,
@@ -163,30 +186,51 @@ impl BatchCallbacks {
         f: F,
         expected: usize,
         max_bytes: usize,
-    ) where
+    ) -> usize
+    where
         F: FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static,
     {
+        let boxed = std::mem::size_of::<F>();
         match &mut self.store {
             Store::Empty => {
-                let entry = std::mem::size_of::<(i32, i64, F)>().max(1);
-                let mut v = Vec::with_capacity(expected.min(max_bytes / entry).max(1));
+                let bytes = first_list_bytes::<F>(expected, max_bytes);
+                let mut v = Vec::with_capacity(bytes / std::mem::size_of::<(i32, i64, F)>().max(1));
                 v.push((index, timestamp, f));
                 self.store = Store::Typed(Box::new(Typed(v)));
+                bytes
             }
             Store::Typed(list) => {
                 let any: &mut dyn Any = &mut **list;
                 if let Some(t) = any.downcast_mut::<Typed<F>>() {
+                    let bytes = growth(&t.0);
                     t.0.push((index, timestamp, f));
-                    return;
+                    return bytes;
                 }
                 let Store::Typed(list) = std::mem::take(&mut self.store) else {
                     unreachable!("matched above")
                 };
+                // The typed list's closures move into boxes (their bytes were charged); the
+                // new list is what this push allocates.
                 let mut v = list.into_boxed();
+                let bytes = v.capacity() * std::mem::size_of::<(i32, i64, Callback)>() + boxed;
                 v.push((index, timestamp, Box::new(f)));
                 self.store = Store::Boxed(v);
+                bytes
             }
-            Store::Boxed(v) => v.push((index, timestamp, Box::new(f))),
+            Store::Boxed(v) => {
+                let bytes = growth(v) + boxed;
+                v.push((index, timestamp, Box::new(f)));
+                bytes
+            }
+        }
+    }
+
+    /// What the next push allocates for the list (0 when it has room), in bytes.
+    pub(crate) fn growth_on_push(&self) -> usize {
+        match &self.store {
+            Store::Empty => 0,
+            Store::Typed(list) => list.growth_on_push(),
+            Store::Boxed(v) => growth(v),
         }
     }
 
