@@ -583,10 +583,11 @@ impl<T> NetworkClient<T> {
         expect_response: bool,
         now: Instant,
     ) -> Result<(i32, Option<T>), (NetworkError, T)> {
-        let (version, correlation_id) = match self.begin::<R>(node_id) {
-            Ok(x) => x,
-            Err(e) => return Err((e, context)),
-        };
+        let (version, correlation_id) =
+            match self.begin_within::<R>(node_id, request.min_version(), R::MAX_VERSION) {
+                Ok(x) => x,
+                Err(e) => return Err((e, context)),
+            };
         let frame = encode_frame(
             request,
             version,
@@ -640,6 +641,17 @@ impl<T> NetworkClient<T> {
         node_id: i32,
         max_version: i16,
     ) -> Result<(i16, i32), NetworkError> {
+        self.begin_within::<R>(node_id, R::MIN_VERSION, max_version)
+    }
+
+    /// [`begin`](Self::begin) with a version between `min_version` and `max_version` (within
+    /// what this client speaks).
+    fn begin_within<R: Request>(
+        &mut self,
+        node_id: i32,
+        min_version: i16,
+        max_version: i16,
+    ) -> Result<(i16, i32), NetworkError> {
         let node = self
             .nodes
             .get(&node_id)
@@ -649,7 +661,7 @@ impl<T> NetworkClient<T> {
             return Err(NetworkError::NotReady(node_id));
         }
         let client = VersionRange {
-            min: R::MIN_VERSION,
+            min: min_version.max(R::MIN_VERSION),
             max: max_version.min(R::MAX_VERSION),
         };
         let version = conn

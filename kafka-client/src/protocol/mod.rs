@@ -49,6 +49,13 @@ pub trait Request {
         64
     }
 
+    /// The lowest version that can carry this request's content (a field or a value older
+    /// versions lack): a broker that speaks only older ones refuses it at negotiation instead
+    /// of receiving something it reads otherwise.
+    fn min_version(&self) -> i16 {
+        Self::MIN_VERSION
+    }
+
     /// The range this client speaks.
     fn versions() -> VersionRange {
         VersionRange {

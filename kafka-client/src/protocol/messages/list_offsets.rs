@@ -56,6 +56,16 @@ impl Request for ListOffsetsRequest {
     type Response = ListOffsetsResponse;
     const CLIENT_THROTTLES_FROM: i16 = 3;
 
+    /// [`MAX_TIMESTAMP`] needs v7: an older broker would read it as a timestamp.
+    fn min_version(&self) -> i16 {
+        let max_timestamp = self
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .any(|p| p.timestamp == MAX_TIMESTAMP);
+        if max_timestamp { 7 } else { Self::MIN_VERSION }
+    }
+
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
         let flexible = Self::is_flexible(version);
         (-1i32).write(out); // replica id: a consumer
@@ -212,6 +222,46 @@ pub(crate) mod tests {
     use super::*;
     use crate::protocol::messages::test_support::every_cut_fails;
     use proptest::prelude::*;
+
+    #[test]
+    fn max_timestamp_needs_v7_and_an_older_broker_is_refused_at_negotiation() {
+        use crate::protocol::api::{ApiVersionsTable, VersionRange};
+        let req = |timestamp| ListOffsetsRequest {
+            isolation_level: IsolationLevel::ReadUncommitted,
+            topics: vec![ListOffsetsTopic {
+                name: "t".into(),
+                partitions: vec![
+                    ListOffsetsPartition {
+                        partition_index: 0,
+                        current_leader_epoch: -1,
+                        timestamp: EARLIEST_TIMESTAMP,
+                    },
+                    ListOffsetsPartition {
+                        partition_index: 1,
+                        current_leader_epoch: -1,
+                        timestamp,
+                    },
+                ],
+            }],
+            timeout_ms: 0,
+        };
+        assert_eq!(req(LATEST_TIMESTAMP).min_version(), 2);
+        assert_eq!(req(1_700_000_000_000).min_version(), 2);
+        assert_eq!(req(MAX_TIMESTAMP).min_version(), 7);
+        let old = ApiVersionsTable::new([(2, VersionRange { min: 1, max: 6 })]);
+        let wanted = |r: &ListOffsetsRequest| VersionRange {
+            min: r.min_version(),
+            max: ListOffsetsRequest::MAX_VERSION,
+        };
+        assert_eq!(
+            old.negotiate(ApiKey::ListOffsets, wanted(&req(LATEST_TIMESTAMP))),
+            Ok(6)
+        );
+        assert!(
+            old.negotiate(ApiKey::ListOffsets, wanted(&req(MAX_TIMESTAMP)))
+                .is_err()
+        );
+    }
 
     pub(crate) fn sample(version: i16) -> ListOffsetsResponse {
         ListOffsetsResponse {
