@@ -628,13 +628,8 @@ impl<T> NetworkClient<T> {
     }
 
     /// First half of a send whose request borrows from the context: checks the node is ready
-    /// and picks the version and correlation id. Encode the frame with them, then call
-    /// [`send_frame`](Self::send_frame).
-    pub fn begin<R: Request>(&mut self, node_id: i32) -> Result<(i16, i32), NetworkError> {
-        self.begin_up_to::<R>(node_id, R::MAX_VERSION)
-    }
-
-    /// [`begin`](Self::begin) with a version no higher than `max_version` (a transactional
+    /// and picks the version (no higher than `max_version`) and correlation id. Encode the
+    /// frame with them, then call [`send_frame`](Self::send_frame). (A transactional
     /// producer of transactions v1 must not send Produce v12, which means v2).
     pub fn begin_up_to<R: Request>(
         &mut self,
@@ -644,8 +639,8 @@ impl<T> NetworkClient<T> {
         self.begin_within::<R>(node_id, R::MIN_VERSION, max_version)
     }
 
-    /// [`begin`](Self::begin) with a version between `min_version` and `max_version` (within
-    /// what this client speaks).
+    /// [`begin_up_to`](Self::begin_up_to) with a version between `min_version` and
+    /// `max_version` (within what this client speaks).
     fn begin_within<R: Request>(
         &mut self,
         node_id: i32,
