@@ -9,6 +9,13 @@ use std::task::{Context, Poll, Waker};
 
 use parking_lot::Mutex;
 
+/// Makes `slot` wake `waker`'s task, cloning it only when the one there would wake another.
+pub(crate) fn set_waker(slot: &mut Option<Waker>, waker: &Waker) {
+    if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+        *slot = Some(waker.clone());
+    }
+}
+
 /// The value, once delivered, and the task waiting for it.
 type Slot<T> = Arc<Mutex<(Option<T>, Option<Waker>)>>;
 
@@ -58,7 +65,7 @@ impl<T> Future for Completion<T> {
         match g.0.take() {
             Some(v) => Poll::Ready(v),
             None => {
-                g.1 = Some(cx.waker().clone());
+                set_waker(&mut g.1, cx.waker());
                 Poll::Pending
             }
         }

@@ -482,10 +482,7 @@ impl Consumer {
         let (records, error) = st.drain(self.inner.config.max_poll_records);
         if records.is_empty() && error.is_none() {
             // Registered under the state's lock: what is buffered after this wakes it.
-            let mut w = self.inner.shared.waker.lock();
-            if !w.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                *w = Some(waker.clone());
-            }
+            crate::completion::set_waker(&mut self.inner.shared.waker.lock(), waker);
             if !st.in_poll {
                 st.in_poll = true;
                 st.last_poll = Instant::now();

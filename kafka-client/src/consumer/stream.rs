@@ -29,7 +29,7 @@ use super::{
     Consumer, ConsumerError, ConsumerRecord, ConsumerRecords, OffsetAndMetadata, PollNow,
     TopicPartition,
 };
-use crate::completion::{Completion, completion};
+use crate::completion::{Completion, completion, set_waker};
 
 /// How long the polling thread's `poll()` waits before it looks at the stream again.
 const POLL_SLICE: Duration = Duration::from_millis(100);
@@ -60,6 +60,15 @@ struct Slot {
 }
 
 impl Slot {
+    /// The records of the batches polled and not taken (errors among them dropped).
+    fn take_ready_records(&mut self) -> Vec<ConsumerRecord> {
+        self.ready
+            .drain(..)
+            .filter_map(Result::ok)
+            .flatten()
+            .collect()
+    }
+
     /// Whether the polling thread has something to do.
     fn work(&self) -> bool {
         self.stop || !self.returned.is_empty() || (self.wanted && self.ready.is_empty())
@@ -120,12 +129,7 @@ fn poll_loop(s: &Shared) {
         loop {
             if slot.stop {
                 let returned = std::mem::take(&mut slot.returned);
-                let pending: Vec<ConsumerRecord> = slot
-                    .ready
-                    .drain(..)
-                    .filter_map(Result::ok)
-                    .flatten()
-                    .collect();
+                let pending = slot.take_ready_records();
                 drop(slot);
                 give_back(&s.consumer, returned.into_iter().chain(pending));
                 return;
@@ -242,12 +246,7 @@ impl RecordStream {
         }
         self.epoch = now;
         let mut slot = self.shared.slot.lock();
-        let ready: Vec<ConsumerRecord> = slot
-            .ready
-            .drain(..)
-            .filter_map(Result::ok)
-            .flatten()
-            .collect();
+        let ready = slot.take_ready_records();
         slot.returned
             .extend(std::mem::take(&mut self.buf).chain(ready));
         self.shared.room.notify_all();
@@ -272,9 +271,7 @@ impl RecordStream {
                 PollNow::PollDue => {}
             }
         }
-        if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            slot.waker = Some(cx.waker().clone());
-        }
+        set_waker(&mut slot.waker, cx.waker());
         if !slot.wanted {
             slot.wanted = true;
             self.shared.room.notify_all();
