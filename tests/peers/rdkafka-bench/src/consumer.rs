@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use common::{Args, Clock, IDLE_LIMIT, next_or_idle};
 use futures_util::StreamExt;
 use rdkafka::ClientContext;
-use rdkafka::config::ClientConfig;
+use rdkafka::config::{ClientConfig, FromClientConfigAndContext};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::util::get_rdkafka_version;
 
@@ -57,19 +57,10 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
         return stream(&args, &config);
     }
     let mut clock = Clock::start();
-    let consumer: BaseConsumer<Context> = match config.create_with_context(Context {
-        assigned: OnceLock::new(),
-    }) {
+    let consumer: BaseConsumer<Context> = match subscribed(&config, &args.topic) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("rdkafka-bench consume: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    if let Err(e) = consumer.subscribe(&[&args.topic]) {
-        eprintln!("rdkafka-bench consume: subscribe: {e}");
-        return ExitCode::FAILURE;
-    }
     let (mut n, mut bytes) = (0u64, 0u64);
     // Since when poll() has returned nothing (no clock read per message).
     let mut idle_since: Option<Instant> = None;
@@ -100,6 +91,27 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A consumer of kind `C` (base or stream) made from `config` and subscribed to `topic`; on
+/// failure, the message printed and the exit code to end with (2: bad configuration).
+fn subscribed<C>(config: &ClientConfig, topic: &str) -> Result<C, ExitCode>
+where
+    C: FromClientConfigAndContext<Context> + Consumer<Context>,
+{
+    let consumer: C = config
+        .create_with_context(Context {
+            assigned: OnceLock::new(),
+        })
+        .map_err(|e| {
+            eprintln!("rdkafka-bench consume: {e}");
+            ExitCode::from(2)
+        })?;
+    consumer.subscribe(&[topic]).map_err(|e| {
+        eprintln!("rdkafka-bench consume: subscribe: {e}");
+        ExitCode::FAILURE
+    })?;
+    Ok(consumer)
+}
+
 /// `consume --async`: a `StreamConsumer` read through its `stream()`.
 fn stream(args: &Args, config: &ClientConfig) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -115,19 +127,10 @@ fn stream(args: &Args, config: &ClientConfig) -> ExitCode {
     // The consumer spawns its wake-up task on the runtime it is created in.
     let _runtime = rt.enter();
     let mut clock = Clock::start();
-    let consumer: StreamConsumer<Context> = match config.create_with_context(Context {
-        assigned: OnceLock::new(),
-    }) {
+    let consumer: StreamConsumer<Context> = match subscribed(config, &args.topic) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("rdkafka-bench consume: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    if let Err(e) = consumer.subscribe(&[&args.topic]) {
-        eprintln!("rdkafka-bench consume: subscribe: {e}");
-        return ExitCode::FAILURE;
-    }
     let mut messages = consumer.stream();
     let (mut n, mut bytes) = (0u64, 0u64);
     let read = rt.block_on(async {
