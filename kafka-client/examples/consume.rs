@@ -135,7 +135,7 @@ fn main() -> ExitCode {
         start.get_or_insert_with(Instant::now);
         for r in &records {
             n += 1;
-            bytes += r.value.as_ref().map_or(0, Vec::len) as u64;
+            bytes += r.value.as_ref().map_or(0, |b| b.len()) as u64;
             if a.print {
                 println!(
                     "{}-{}@{} {}",

@@ -85,4 +85,6 @@ pub use producer::{
 };
 // The protocol's types that the API shows: in errors, in records, in the configuration.
 pub use protocol::record::{Compression, Header, OwnedHeader};
+// Records' keys and values (the `bytes` crate's, re-exported so users need not name it).
+pub use bytes::Bytes;
 pub use protocol::{DecodeError, ErrorCode};

@@ -114,7 +114,7 @@ fn fetch_response(v: i16) -> FetchResponse {
                         first_offset: 2,
                     }]),
                     preferred_read_replica: -1,
-                    records: Some(vec![7; 40]),
+                    records: Some(vec![7; 40].into()),
                 },
                 FetchPartitionData {
                     partition_index: 1,

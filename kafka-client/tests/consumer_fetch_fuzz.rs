@@ -13,6 +13,7 @@ use std::alloc::System;
 use std::sync::{Arc, Once};
 
 use cap::Cap;
+use kafka_client::Bytes;
 use kafka_client::testing::fetch_decode::{ParsedFetch, parse_partition};
 use kafka_client::testing::protocol::messages::fetch::{
     AbortedTransaction, FetchPartitionData, FetchRequest, FetchResponse, FetchableTopicResponse,
@@ -80,7 +81,7 @@ fn frame(v: i16, records: &[u8]) -> Vec<u8> {
                     first_offset: 5,
                 }]),
                 preferred_read_replica: -1,
-                records: Some(records.to_vec()),
+                records: Some(Bytes::copy_from_slice(records)),
             }],
         }],
         node_endpoints: Vec::new(),
@@ -143,7 +144,7 @@ fn java_batches_of_every_codec_read_back_whole_and_cut() {
         assert!(all.records.len() > 20, "{codec}: {}", all.records.len());
         check(&all, 0);
         for r in &all.records {
-            let v = String::from_utf8(r.value.clone().unwrap()).unwrap();
+            let v = String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap();
             assert!(v.starts_with(&format!("java {codec} record")), "{v}");
         }
         // Every cut: the complete batches before it, nothing of the cut one.

@@ -167,7 +167,7 @@ fn java_batch_values(codec: Compression, batch: &[u8]) -> Vec<(i64, String)> {
         .records
         .iter()
         .map(|r| {
-            let value = String::from_utf8(r.value.clone().expect("a value")).unwrap();
+            let value = String::from_utf8(r.value.clone().expect("a value").to_vec()).unwrap();
             (r.offset, value)
         })
         .collect()

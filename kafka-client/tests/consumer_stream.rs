@@ -37,7 +37,7 @@ async fn next(s: &mut RecordStream) -> String {
     format!(
         "{}:{}",
         r.partition,
-        String::from_utf8(r.value.unwrap()).unwrap()
+        String::from_utf8(r.value.unwrap().to_vec()).unwrap()
     )
 }
 

@@ -16,7 +16,6 @@ use std::sync::{Arc, Once, OnceLock};
 use std::time::{Duration, Instant};
 
 use cap::Cap;
-use kafka_client::ConsumerConfig;
 use kafka_client::testing::fetch_decode::{
     DecompressionBudget, ParsedFetch, parse_partition_within,
 };
@@ -24,6 +23,7 @@ use kafka_client::testing::protocol::DecodeError;
 use kafka_client::testing::protocol::compression::{self, Compression};
 use kafka_client::testing::protocol::messages::fetch::IsolationLevel;
 use kafka_client::testing::protocol::record::BatchWriter;
+use kafka_client::{Bytes, ConsumerConfig};
 use proptest::prelude::*;
 
 mod support;
@@ -151,6 +151,7 @@ fn one_budget_per_fetch_response_defers_what_does_not_fit_and_refuses_what_never
     let mut two = a.clone();
     two.extend_from_slice(&b);
     let parse = |data: &[u8], from, budget: &mut DecompressionBudget| {
+        let data = &Bytes::copy_from_slice(data);
         parse_partition_within(
             &topic,
             0,
@@ -215,6 +216,7 @@ fn batch_around(codec: Compression, records: &[u8], count: i32) -> Vec<u8> {
 
 fn parse_one(data: &[u8], budget: &mut DecompressionBudget) -> (ParsedFetch, Duration) {
     let topic: Arc<str> = Arc::from("t");
+    let data = &Bytes::copy_from_slice(data);
     time(|| {
         parse_partition_within(
             &topic,
@@ -464,7 +466,7 @@ proptest! {
         for v in values.chunks(size) {
             w.append(1_700_000_000_000, Some(b"k"), Some(v), &[]);
         }
-        let data = mutate(w.seal(1, 0, 0).to_vec(), &edits);
+        let data = Bytes::from(mutate(w.seal(1, 0, 0).to_vec(), &edits));
         let topic: Arc<str> = Arc::from("t");
         let mut budget = DecompressionBudget::new(MAX_OUTPUT);
         let (p, took) = time(|| parse_partition_within(

@@ -103,7 +103,7 @@ fn config(k: &Cluster, group: &str) -> ConsumerConfig {
 fn values(records: &kafka_client::ConsumerRecords) -> Vec<String> {
     records
         .iter()
-        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+        .map(|r| String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap())
         .collect()
 }
 

@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 
 use crac_tests::java_member::console_consumer;
 use crac_tests::kafka::{Cluster, JavaRecord, kafka_script};
-use kafka_client::OffsetAndMetadata;
 use kafka_client::consumer::AssignorKind;
 use kafka_client::{
     AutoOffsetReset, Consumer, ConsumerConfig, ConsumerRebalanceListener, TopicPartition,
 };
+use kafka_client::{Bytes, OffsetAndMetadata};
 
 const RECORDS: usize = 200_000;
 const PARTITIONS: i32 = 6;
@@ -180,7 +180,7 @@ fn start_member(
             }
             let mut batch = Vec::with_capacity(records.len());
             for r in &records {
-                let v = String::from_utf8(r.value.clone().unwrap_or_default()).unwrap();
+                let v = String::from_utf8(r.value.clone().unwrap_or_default().to_vec()).unwrap();
                 batch.push((member, r.partition, r.offset, v));
             }
             mine += batch.len();
@@ -363,7 +363,7 @@ fn java_and_our_consumers_share_one_group_either_leading() {
         while !until(c) {
             assert!(Instant::now() < deadline, "{:?}", c.group_metadata());
             for r in &c.poll(Duration::from_millis(100)).unwrap() {
-                values.insert(String::from_utf8(r.value.clone().unwrap()).unwrap());
+                values.insert(String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap());
             }
             c.commit_sync().unwrap();
             thread::sleep(Duration::from_millis(50));
@@ -467,7 +467,7 @@ fn java_records_read_back_field_for_field_by_an_assigned_consumer() {
         assert!(Instant::now() < deadline, "read {ours:?}");
         ours.extend(consumer.poll(Duration::from_millis(200)).unwrap());
     }
-    let text = |b: &Option<Vec<u8>>| b.as_ref().map(|b| String::from_utf8(b.clone()).unwrap());
+    let text = |b: &Option<Bytes>| b.as_ref().map(|b| String::from_utf8(b.to_vec()).unwrap());
     let mut ours: Vec<_> = ours
         .iter()
         .map(|r| {

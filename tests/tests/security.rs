@@ -92,7 +92,7 @@ fn round_trip(k: &Cluster, a: &Access, topic: &str) {
             got.len()
         );
         for r in consumer.poll(Duration::from_millis(200)).unwrap() {
-            got.push(String::from_utf8(r.value.clone().unwrap()).unwrap());
+            got.push(String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap());
         }
     }
     let java_read: Vec<&String> = got.iter().filter(|v| v.starts_with("java-")).collect();

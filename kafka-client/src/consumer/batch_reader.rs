@@ -23,6 +23,8 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::record::{ConsumerRecord, TimestampType};
 use crate::protocol::DecodeError;
 use crate::protocol::messages::fetch::{AbortedTransaction, IsolationLevel};
@@ -135,7 +137,7 @@ pub fn parse_partition(
         topic,
         partition,
         fetch_offset,
-        data,
+        &Bytes::copy_from_slice(data),
         isolation,
         aborted,
         &mut budget,
@@ -143,12 +145,13 @@ pub fn parse_partition(
 }
 
 /// [`parse_partition`] with the fetch response's budget for decompressed bytes, which the
-/// partition's compressed batches draw from.
+/// partition's compressed batches draw from. The records' keys and values are slices of
+/// `data` (or of a compressed batch's decompressed records): no allocation per record.
 pub fn parse_partition_within(
     topic: &Arc<str>,
     partition: i32,
     fetch_offset: i64,
-    data: &[u8],
+    data: &Bytes,
     isolation: IsolationLevel,
     aborted: &[AbortedTransaction],
     budget: &mut DecompressionBudget,
@@ -180,21 +183,25 @@ pub fn parse_partition_within(
             break;
         }
         let fresh = budget.remaining == budget.total;
-        let batch =
-            match RecordBatch::decode_bounded(&mut r, &mut budget.remaining, budget.max_ratio) {
-                Ok(b) => b,
-                Err(DecodeError::DecompressedTooLarge { .. }) if !fresh => {
-                    // It may fit in a fresh budget: fetched again, and nothing compressed after
-                    // it in this response is decoded (which would only repeat the work).
-                    budget.remaining = 0;
-                    out.deferred = true;
-                    break;
-                }
-                Err(e) => {
-                    out.error = Some((out.next_offset, e));
-                    break;
-                }
-            };
+        let batch = match RecordBatch::decode_bounded(
+            &mut r,
+            data,
+            &mut budget.remaining,
+            budget.max_ratio,
+        ) {
+            Ok(b) => b,
+            Err(DecodeError::DecompressedTooLarge { .. }) if !fresh => {
+                // It may fit in a fresh budget: fetched again, and nothing compressed after
+                // it in this response is decoded (which would only repeat the work).
+                budget.remaining = 0;
+                out.deferred = true;
+                break;
+            }
+            Err(e) => {
+                out.error = Some((out.next_offset, e));
+                break;
+            }
+        };
         let last = batch
             .base_offset
             .saturating_add(i64::from(batch.last_offset_delta));
@@ -264,11 +271,11 @@ mod tests {
             offset,
             timestamp: 1000 + offset,
             key: None,
-            value: Some(v.as_bytes().to_vec()),
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
             headers: vec![
                 OwnedHeader {
                     key: "h".into(),
-                    value: Some(b"1".to_vec()),
+                    value: Some(Bytes::from_static(b"1")),
                 },
                 OwnedHeader {
                     key: "h".into(),
@@ -308,19 +315,66 @@ mod tests {
         key.extend_from_slice(&(if abort { 0i16 } else { 1 }).to_be_bytes());
         let mut b = txn(batch(offset, 1), pid);
         b.attributes |= 0x20;
-        b.records[0].key = Some(key);
+        b.records[0].key = Some(key.into());
         b
     }
 
     fn values(p: &ParsedFetch) -> Vec<String> {
         p.records
             .iter()
-            .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+            .map(|r| String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap())
             .collect()
     }
 
     fn t() -> Arc<str> {
         Arc::from("t")
+    }
+
+    /// Keys and values are slices of the fetched bytes (uncompressed) or of one decompressed
+    /// buffer per batch, not an allocation each.
+    #[test]
+    fn records_share_their_batch_buffer() {
+        use crate::protocol::record::{BatchWriter, Compression};
+        for codec in [Compression::None, Compression::Gzip] {
+            let mut w = BatchWriter::new(1024, codec);
+            for i in 0..20u8 {
+                w.append(1000, Some(&[i; 3]), Some(&[i; 10]), &[]);
+            }
+            let data = Bytes::copy_from_slice(w.seal(1, 0, 0));
+            let mut budget = DecompressionBudget::new(1 << 20);
+            let p = parse_partition_within(
+                &t(),
+                0,
+                0,
+                &data,
+                IsolationLevel::ReadUncommitted,
+                &[],
+                &mut budget,
+            );
+            assert_eq!(p.records.len(), 20, "{codec:?}");
+            let at = |r: &ConsumerRecord| r.value.as_ref().unwrap().as_ptr() as usize;
+            let (first, last) = (at(&p.records[0]), at(&p.records[19]));
+            if codec == Compression::None {
+                let range = data.as_ptr_range();
+                assert!(
+                    range.contains(&(first as *const u8)) && range.contains(&(last as *const u8))
+                );
+            }
+            // One buffer: each record (length, attributes, two deltas, key length, 3-byte key,
+            // value length, 10-byte value, header count) is 20 bytes after the last, no
+            // allocator's gaps between.
+            let gaps: Vec<usize> = p
+                .records
+                .iter()
+                .map(at)
+                .collect::<Vec<_>>()
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .collect();
+            assert!(gaps.iter().all(|&g| g == 20), "{codec:?}: {gaps:?}");
+            assert_eq!(p.records[7].key.as_deref(), Some(&[7u8; 3][..]));
+            assert_eq!(p.records[7].value.as_deref(), Some(&[7u8; 10][..]));
+        }
     }
 
     #[test]

@@ -242,10 +242,9 @@ impl Fetcher {
                 };
                 match p.error_code {
                     ErrorCode::None => {
-                        let data = p.records.as_deref().unwrap_or(&[]);
-                        if data.is_empty() {
+                        let Some(data) = p.records.as_ref().filter(|d| !d.is_empty()) else {
                             continue;
-                        }
+                        };
                         self.counters.bytes += data.len() as u64;
                         if !shared.state.lock().accepts_fetch(&tp, position) {
                             continue;

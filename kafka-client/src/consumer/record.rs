@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::protocol::record::OwnedHeader;
 
 /// A partition of a topic.
@@ -42,6 +44,12 @@ pub enum TimestampType {
 }
 
 /// A record returned by `poll()`.
+///
+/// Its key, value and header values are [`Bytes`]: slices of the buffer its batch was fetched
+/// (or decompressed) into, shared by the batch's records, so no record costs an allocation and
+/// a value can be handed on (to an HTTP body, a channel) without a copy. A record kept alive
+/// keeps that buffer alive (up to `max.partition.fetch.bytes`, or a decompressed batch); copy
+/// what is kept for long (`value.as_deref().map(<[u8]>::to_vec)`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerRecord {
     /// Topic.
@@ -55,9 +63,9 @@ pub struct ConsumerRecord {
     /// Who set the timestamp.
     pub timestamp_type: TimestampType,
     /// Key.
-    pub key: Option<Vec<u8>>,
+    pub key: Option<Bytes>,
     /// Value.
-    pub value: Option<Vec<u8>>,
+    pub value: Option<Bytes>,
     /// Headers in record order; duplicate keys are kept.
     pub headers: Vec<OwnedHeader>,
     /// The leader epoch of the batch, if the broker recorded one.

@@ -24,6 +24,11 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.pos
     }
 
+    /// The bytes not read yet, left unread.
+    pub fn rest(&self) -> &'a [u8] {
+        &self.buf[self.pos..]
+    }
+
     /// Bytes read so far.
     pub fn position(&self) -> usize {
         self.pos

@@ -113,7 +113,7 @@ pub fn poll_n(consumer: &Consumer, n: usize) -> Result<Vec<String>, ConsumerErro
             panic!("only {out:?} within {WAIT:?}");
         }
         for r in consumer.poll(Duration::from_millis(50))?.iter() {
-            out.push(String::from_utf8(r.value.clone().unwrap()).unwrap());
+            out.push(String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap());
         }
     }
     Ok(out)
@@ -162,7 +162,7 @@ pub fn poll_until(
     let mut out = Vec::new();
     loop {
         for r in consumer.poll(Duration::from_millis(20))?.iter() {
-            out.push(String::from_utf8(r.value.clone().unwrap()).unwrap());
+            out.push(String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap());
         }
         if done() {
             return Ok(out);

@@ -456,7 +456,7 @@ impl FakeCluster {
                 .iter()
                 .flat_map(|b| kafka_client::testing::protocol::record::decode_batches(b).unwrap())
                 .flat_map(|b| b.records)
-                .map(|r| r.value.unwrap_or_default())
+                .map(|r| r.value.unwrap_or_default().to_vec())
                 .collect()
         })
     }
@@ -596,7 +596,7 @@ fn serve(mut stream: TcpStream, node: i32, conn: u64, inner: Arc<Inner>) {
                 .responses
                 .iter()
                 .flat_map(|t| &t.partitions)
-                .all(|p| p.records.as_ref().is_none_or(Vec::is_empty))
+                .all(|p| p.records.as_ref().is_none_or(|r| r.is_empty()))
                 .then(|| Duration::from_millis(req.max_wait_ms.clamp(0, 500) as u64)),
             _ => None,
         };
@@ -1423,7 +1423,7 @@ fn fetch(m: &Model, node: i32, req: &FetchRequest, version: i16) -> FetchRespons
                                         records.extend_from_slice(b);
                                     }
                                 }
-                                out.records = Some(records);
+                                out.records = Some(records.into());
                             }
                         }
                         out

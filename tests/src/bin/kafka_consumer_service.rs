@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crac_api::Core;
 use crac_criu as _;
-use kafka_client::{Consumer, ConsumerConfig, ConsumerRebalanceListener, TopicPartition};
+use kafka_client::{Bytes, Consumer, ConsumerConfig, ConsumerRebalanceListener, TopicPartition};
 
 fn say(line: &str) {
     // One write per line (a line is far below PIPE_BUF): an image taken between two lines
@@ -153,7 +153,7 @@ fn main() {
             }
         };
         for r in &records {
-            let text = |b: &Option<Vec<u8>>| {
+            let text = |b: &Option<Bytes>| {
                 b.as_deref().map_or_else(
                     || "-".to_owned(),
                     |b| String::from_utf8_lossy(b).into_owned(),

@@ -220,7 +220,7 @@ fn fill_cache(
         }
         for r in &consumer.poll(Duration::from_millis(200)).map_err(err)? {
             if let (Some(k), Some(v)) = (&r.key, &r.value) {
-                cache.insert(k.clone(), v.clone());
+                cache.insert(k.to_vec(), v.to_vec());
             }
         }
     }

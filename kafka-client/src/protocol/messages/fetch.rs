@@ -18,7 +18,9 @@
 //! size limits) for the record module to decode.
 
 use crate::protocol::primitives::{ReadType, Reader, Uuid, WriteExt, WriteType};
+use crate::protocol::record::shared_buffer;
 use crate::protocol::{ApiKey, DecodeError, ErrorCode, Request, Response};
+use bytes::Bytes;
 
 /// The session epoch of a sessionless fetch (with session id 0): the broker creates no session.
 pub const SESSIONLESS_EPOCH: i32 = -1;
@@ -372,8 +374,9 @@ pub struct FetchPartitionData {
     pub aborted_transactions: Option<Vec<AbortedTransaction>>,
     /// The replica to fetch from next (v11+), -1 for the leader.
     pub preferred_read_replica: i32,
-    /// Record batches, raw; the last one may be cut short.
-    pub records: Option<Vec<u8>>,
+    /// Record batches, raw; the last one may be cut short. The decoded records' keys and
+    /// values are slices of it.
+    pub records: Option<Bytes>,
 }
 
 /// One topic's partitions.
@@ -466,7 +469,9 @@ impl Response for FetchResponse {
                     }
                 };
                 let preferred_read_replica = if version >= 11 { i32::read(r)? } else { -1 };
-                let records = r.nullable_bytes(flexible)?.map(<[u8]>::to_vec);
+                let records = r
+                    .nullable_bytes(flexible)?
+                    .map(|b| shared_buffer(b.to_vec()));
                 let mut diverging_epoch = None;
                 let mut current_leader = None;
                 if flexible {
@@ -691,7 +696,7 @@ pub(crate) mod tests {
                             first_offset: 60,
                         }]),
                         preferred_read_replica: if version >= 11 { 2 } else { -1 },
-                        records: Some(vec![1, 2, 3, 4, 5]),
+                        records: Some(Bytes::from_static(&[1, 2, 3, 4, 5])),
                     },
                     FetchPartitionData {
                         partition_index: 1,

@@ -6,11 +6,12 @@
 //! @35, producer id i64 @43, producer epoch i16 @51, base sequence i32 @53, record count i32
 //! @57, records @61.
 
-use super::{Compression, Header, OwnedHeader, Record};
+use super::{Compression, Header, OwnedHeader, Record, shared_buffer};
 use crate::protocol::DecodeError;
 use crate::protocol::primitives::{
     ReadType, Reader, Varint, Varlong, WriteType, varint_len, varlong_len,
 };
+use bytes::Bytes;
 
 /// Size of the batch header before the first record.
 pub const BATCH_HEADER_SIZE: usize = 61;
@@ -374,7 +375,7 @@ impl RecordBatch {
     }
 
     /// Decodes one batch from `r`, checking its CRC; compressed records may inflate to
-    /// [`MAX_DECOMPRESSED_BATCH`].
+    /// [`MAX_DECOMPRESSED_BATCH`]. Keys and values are copied into one buffer for the batch.
     pub fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let mut budget = MAX_DECOMPRESSED_BATCH;
         Self::decode_within(r, &mut budget)
@@ -384,15 +385,20 @@ impl RecordBatch {
     /// `budget` bytes, which are taken from it; beyond it the batch is
     /// [`DecodeError::DecompressedTooLarge`] and the whole budget is spent (the work was done).
     pub fn decode_within(r: &mut Reader<'_>, budget: &mut usize) -> Result<Self, DecodeError> {
-        Self::decode_bounded(r, budget, usize::MAX)
+        Self::decode_bounded(r, &Bytes::new(), budget, usize::MAX)
     }
 
     /// [`decode_within`](Self::decode_within) with a bound of its own for a compressed batch:
     /// at most [`inflation_bound`](crate::protocol::compression::inflation_bound)`(size,
     /// max_ratio)`, beyond which it is [`DecodeError::InflationBound`] (a bomb, which no
     /// budget would take) rather than [`DecodeError::DecompressedTooLarge`].
+    ///
+    /// `r` reads within `source` (the fetched bytes): an uncompressed batch's keys and values
+    /// are slices of it, a compressed batch's slices of its decompressed records. A reader over
+    /// other bytes gets the batch's records copied into one buffer.
     pub fn decode_bounded(
         r: &mut Reader<'_>,
+        source: &Bytes,
         budget: &mut usize,
         max_ratio: usize,
     ) -> Result<Self, DecodeError> {
@@ -428,37 +434,44 @@ impl RecordBatch {
             return Err(DecodeError::NegativeLength(count as i64));
         }
         let codec = crate::protocol::compression::from_attributes(attributes)?;
-        let inflated;
-        let mut r = if codec == Compression::None {
-            r
+        // The records section as one buffer that every key and value slices.
+        let records = if codec == Compression::None {
+            within(source, r.rest())
         } else {
             let rest = r.remaining();
             let own = crate::protocol::compression::inflation_bound(rest, max_ratio);
             let bound = (*budget).min(own);
-            inflated = match crate::protocol::compression::decompress(codec, r.take(rest)?, bound) {
-                Ok(v) => v,
-                Err(DecodeError::DecompressedTooLarge { at_least, max }) => {
-                    // The work up to the bound was done: it counts, so that refused batches
-                    // cannot each cost a whole bound.
-                    *budget -= max;
-                    return Err(if max == own {
-                        DecodeError::InflationBound {
-                            compressed: rest,
-                            max,
-                        }
-                    } else {
-                        DecodeError::DecompressedTooLarge { at_least, max }
-                    });
-                }
-                Err(e) => return Err(e),
-            };
+            let inflated =
+                match crate::protocol::compression::decompress(codec, r.take(rest)?, bound) {
+                    Ok(v) => v,
+                    Err(DecodeError::DecompressedTooLarge { at_least, max }) => {
+                        // The work up to the bound was done: it counts, so that refused batches
+                        // cannot each cost a whole bound.
+                        *budget -= max;
+                        return Err(if max == own {
+                            DecodeError::InflationBound {
+                                compressed: rest,
+                                max,
+                            }
+                        } else {
+                            DecodeError::DecompressedTooLarge { at_least, max }
+                        });
+                    }
+                    Err(e) => return Err(e),
+                };
             *budget -= inflated.len();
-            Reader::new(&inflated)
+            shared_buffer(inflated)
         };
+        let mut r = Reader::new(&records);
         let count = r.bounded_count(count as usize, MIN_RECORD_SIZE)?;
-        let mut records = Vec::with_capacity(count);
+        let mut out = Vec::with_capacity(count);
         for _ in 0..count {
-            records.push(decode_record(&mut r, base_offset, base_timestamp)?);
+            out.push(decode_record(
+                &mut r,
+                &records,
+                base_offset,
+                base_timestamp,
+            )?);
         }
         r.expect_end()?;
         Ok(Self {
@@ -471,21 +484,34 @@ impl RecordBatch {
             producer_id,
             producer_epoch,
             base_sequence,
-            records,
+            records: out,
         })
     }
 }
 
-fn read_bytes_field(r: &mut Reader<'_>) -> Result<Option<Vec<u8>>, DecodeError> {
+/// The records of a batch as one shared buffer: a slice of `source` when `records` lies in it,
+/// else a copy (a reader over bytes that are not `source`'s).
+fn within(source: &Bytes, records: &[u8]) -> Bytes {
+    let start = (records.as_ptr() as usize).wrapping_sub(source.as_ptr() as usize);
+    if start <= source.len() && records.len() <= source.len() - start {
+        source.slice(start..start + records.len())
+    } else {
+        shared_buffer(records.to_vec())
+    }
+}
+
+/// A nullable bytes field, as a slice of `source`, which holds every byte `r` reads.
+fn read_bytes_field(r: &mut Reader<'_>, source: &Bytes) -> Result<Option<Bytes>, DecodeError> {
     match Varint::read(r)?.0 {
         -1 => Ok(None),
         n if n < 0 => Err(DecodeError::NegativeLength(n as i64)),
-        n => Ok(Some(r.take(n as usize)?.to_vec())),
+        n => Ok(Some(within(source, r.take(n as usize)?))),
     }
 }
 
 fn decode_record(
     r: &mut Reader<'_>,
+    source: &Bytes,
     base_offset: i64,
     base_timestamp: i64,
 ) -> Result<Record, DecodeError> {
@@ -497,8 +523,8 @@ fn decode_record(
     let _attributes = i8::read(&mut r)?;
     let timestamp_delta = Varlong::read(&mut r)?.0;
     let offset_delta = Varint::read(&mut r)?.0;
-    let key = read_bytes_field(&mut r)?;
-    let value = read_bytes_field(&mut r)?;
+    let key = read_bytes_field(&mut r, source)?;
+    let value = read_bytes_field(&mut r, source)?;
     let n = Varint::read(&mut r)?.0;
     if n < 0 {
         return Err(DecodeError::NegativeLength(n as i64));
@@ -506,11 +532,12 @@ fn decode_record(
     let n = r.bounded_count(n as usize, 2)?;
     let mut headers = Vec::with_capacity(n);
     for _ in 0..n {
-        let key = read_bytes_field(&mut r)?.ok_or(DecodeError::UnexpectedNull("header key"))?;
-        let key = String::from_utf8(key).map_err(|_| DecodeError::InvalidUtf8)?;
+        let key =
+            read_bytes_field(&mut r, source)?.ok_or(DecodeError::UnexpectedNull("header key"))?;
+        let key = std::str::from_utf8(&key).map_err(|_| DecodeError::InvalidUtf8)?;
         headers.push(OwnedHeader {
-            key,
-            value: read_bytes_field(&mut r)?,
+            key: key.to_owned(),
+            value: read_bytes_field(&mut r, source)?,
         });
     }
     r.expect_end()?;
@@ -554,7 +581,10 @@ mod tests {
             "[a-z]{0,6}",
             proptest::option::of(proptest::collection::vec(any::<u8>(), 0..8)),
         )
-            .prop_map(|(key, value)| OwnedHeader { key, value })
+            .prop_map(|(key, value)| OwnedHeader {
+                key,
+                value: value.map(Bytes::from),
+            })
     }
 
     fn arb_batch() -> impl Strategy<Value = RecordBatch> {
@@ -579,8 +609,8 @@ mod tests {
                     .map(|(i, (dt, key, value, headers))| Record {
                         offset: base_offset + i as i64,
                         timestamp: ts + dt,
-                        key,
-                        value,
+                        key: key.map(Bytes::from),
+                        value: value.map(Bytes::from),
                         headers,
                     })
                     .collect();

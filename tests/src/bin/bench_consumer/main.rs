@@ -101,8 +101,8 @@ fn consume(consumer: &Consumer, args: &Args, report: impl FnOnce(u64, u64)) -> R
         last = Instant::now();
         for r in &records {
             n += 1;
-            bytes +=
-                (r.key.as_ref().map_or(0, Vec::len) + r.value.as_ref().map_or(0, Vec::len)) as u64;
+            bytes += (r.key.as_ref().map_or(0, |b| b.len())
+                + r.value.as_ref().map_or(0, |b| b.len())) as u64;
         }
     }
     report(n, bytes);

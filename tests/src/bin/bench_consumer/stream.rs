@@ -29,8 +29,9 @@ pub fn consume(
             match next_or_idle(|cx| Pin::new(&mut stream).poll_next(cx)).await {
                 Some(Some(Ok(r))) => {
                     n += 1;
-                    bytes += (r.key.as_ref().map_or(0, Vec::len)
-                        + r.value.as_ref().map_or(0, Vec::len)) as u64;
+                    bytes += (r.key.as_ref().map_or(0, |b| b.len())
+                        + r.value.as_ref().map_or(0, |b| b.len()))
+                        as u64;
                 }
                 Some(Some(Err(e))) => return Err(format!("stream after {n} records: {e}")),
                 Some(None) => return Err(format!("the stream ended after {n} records")),
