@@ -44,6 +44,7 @@ mod completion;
 pub use completion::Completion;
 pub mod config;
 pub mod consumer;
+mod large_buffers;
 pub(crate) mod network;
 pub mod producer;
 pub(crate) mod protocol;

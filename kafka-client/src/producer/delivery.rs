@@ -14,6 +14,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::error::ProduceError;
 use super::record::RecordMetadata;
+use crate::large_buffers::release_large;
 
 /// A callback invoked once per record with its outcome, on the producer's I/O thread: keep it
 /// short (hand work to another thread).
@@ -144,6 +145,7 @@ where
         for (index, timestamp, f) in self.0.drain(..) {
             run_callback(f, result, outcome, index, timestamp);
         }
+        release_large(&mut self.0);
     }
 
     fn into_boxed(self: Box<Self>) -> Vec<(i32, i64, Callback)> {
@@ -239,10 +241,11 @@ impl BatchCallbacks {
         match std::mem::take(&mut self.store) {
             Store::Empty => {}
             Store::Typed(mut list) => list.complete(result, outcome),
-            Store::Boxed(v) => {
-                for (index, timestamp, f) in v {
+            Store::Boxed(mut v) => {
+                for (index, timestamp, f) in v.drain(..) {
                     run_callback(f, result, outcome, index, timestamp);
                 }
+                release_large(&mut v);
             }
         }
     }

@@ -22,12 +22,13 @@ use super::metrics::Counters;
 use super::request::RequestContext;
 use super::transaction::TransactionManager;
 use super::transaction::io::{Effects, TxnIo};
+use crate::large_buffers::release_large;
 use crate::network::{Completion, Event, Net, NetworkClient, NetworkError};
 use crate::protocol::messages::{
     InitProducerIdRequest, MetadataRequest, ProduceRequest, ProduceResponse,
     produce::{PartitionProduceData, TopicProduceData},
 };
-use crate::protocol::{ApiKey, ErrorCode, encode_frame};
+use crate::protocol::{ApiKey, ErrorCode, encode_frame_into};
 
 /// What the producer's API asks of the sender thread.
 #[derive(Debug)]
@@ -80,6 +81,10 @@ pub(crate) struct Sender {
     security_error: Option<Arc<str>>,
     /// The transactional producer's coordinator I/O.
     txn: Option<TxnIo>,
+    /// The buffer Produce requests are encoded into, kept from one to the next (at most
+    /// `max.request.size` and a header): a fresh one per request, freed after its write, made
+    /// the allocator hand the next batches memory it then kept (peak RSS above buffer.memory).
+    frame: Vec<u8>,
 }
 
 /// Produce v12 means transactions v2 (partitions added by the Produce request itself); this
@@ -126,6 +131,7 @@ impl Sender {
             next_expire_check: None,
             security_error: None,
             txn,
+            frame: Vec::new(),
         }
     }
 
@@ -556,7 +562,7 @@ impl Sender {
             Ok(x) => x,
             Err(e) => return self.unsent(node, batches, e),
         };
-        let frame = {
+        {
             let mut topics: Vec<TopicProduceData<'_>> = Vec::new();
             for b in &batches {
                 let data = PartitionProduceData {
@@ -582,8 +588,9 @@ impl Sender {
                     .min(i32::MAX as u128) as i32,
                 topics,
             };
-            encode_frame(&req, version, corr, Some(&self.config.common.client_id))
-        };
+            let client_id = Some(&*self.config.common.client_id);
+            encode_frame_into(&req, version, corr, client_id, &mut self.frame);
+        }
         let records: usize = batches.iter().map(ProducerBatch::record_count).sum();
         let bytes: usize = batches.iter().map(|b| b.writer.bytes().len()).sum();
         let count = batches.len() as u64;
@@ -593,7 +600,7 @@ impl Sender {
             ApiKey::Produce,
             version,
             corr,
-            &frame,
+            &self.frame,
             RequestContext::Produce(batches),
             expect_response,
             now,
@@ -992,6 +999,7 @@ impl Sender {
                     self.requeue_lost(lost);
                     self.pid_in_flight = false;
                     self.acc.set_drain_all(false);
+                    release_large(&mut self.frame); // not carried in the image
                     if let Phase::Draining { reply, .. } =
                         std::mem::replace(&mut self.phase, Phase::Checkpointed)
                     {

@@ -99,8 +99,23 @@ pub fn encode_frame<R: Request>(
     correlation_id: i32,
     client_id: Option<&str>,
 ) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_frame_into(request, version, correlation_id, client_id, &mut out);
+    out
+}
+
+/// [`encode_frame`] into `out` (cleared first), whose allocation a sender keeps from one
+/// request to the next.
+pub fn encode_frame_into<R: Request>(
+    request: &R,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<&str>,
+    out: &mut Vec<u8>,
+) {
     let client_id_len = client_id.map_or(0, str::len);
-    let mut out = Vec::with_capacity(request.size_hint() + client_id_len + 32);
+    out.clear();
+    out.reserve(request.size_hint() + client_id_len + 32);
     out.extend_from_slice(&[0; 4]);
     RequestHeader {
         api_key: R::API_KEY,
@@ -108,11 +123,10 @@ pub fn encode_frame<R: Request>(
         correlation_id,
         client_id: client_id.map(str::to_owned),
     }
-    .encode(R::request_header_version(version), &mut out);
-    request.encode(version, &mut out);
+    .encode(R::request_header_version(version), out);
+    request.encode(version, out);
     let size = (out.len() - 4) as i32;
     out[..4].copy_from_slice(&size.to_be_bytes());
-    out
 }
 
 /// Decodes a response frame body (without the 4-byte size): checks the correlation id and

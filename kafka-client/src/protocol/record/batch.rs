@@ -7,6 +7,7 @@
 //! @57, records @61.
 
 use super::{Compression, Header, OwnedHeader, Record, shared_buffer};
+use crate::large_buffers::release_large;
 use crate::protocol::DecodeError;
 use crate::protocol::primitives::{
     ReadType, Reader, Varint, Varlong, WriteType, varint_len, varlong_len,
@@ -298,6 +299,16 @@ impl BatchWriter {
     }
 }
 
+impl Drop for BatchWriter {
+    /// A grown batch is freed without raising glibc's mmap threshold (see `large_buffers`).
+    fn drop(&mut self) {
+        release_large(&mut self.buf);
+        if let Some(c) = self.compressed.as_mut() {
+            release_large(c);
+        }
+    }
+}
+
 /// A decoded batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordBatch {
@@ -360,7 +371,7 @@ impl RecordBatch {
             w.append(r.timestamp, r.key.as_deref(), r.value.as_deref(), &headers);
         }
         w.seal(self.producer_id, self.producer_epoch, self.base_sequence);
-        let mut b = w.buf;
+        let mut b = std::mem::take(&mut w.buf);
         b[0..8].copy_from_slice(&self.base_offset.to_be_bytes());
         b[12..16].copy_from_slice(&self.partition_leader_epoch.to_be_bytes());
         b[21..23].copy_from_slice(&(self.attributes & !0x07).to_be_bytes());
