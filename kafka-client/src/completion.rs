@@ -71,3 +71,31 @@ impl<T> Future for Completion<T> {
         }
     }
 }
+
+/// Runs `f` on a thread named `name`; the future resolves with its result. If no thread can
+/// be started, `f` runs here, blocking the caller, rather than leave a future that never
+/// resolves (and a producer never closed).
+pub(crate) fn on_thread<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Completion<T> {
+    let (done, future) = completion();
+    let job = Arc::new(Mutex::new(Some((f, done))));
+    let on_thread = job.clone();
+    let spawned = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let job = on_thread.lock().take();
+            if let Some((f, done)) = job {
+                done.complete(f());
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!(%e, "cannot start a thread for {name}: running it on the caller's");
+        let job = job.lock().take();
+        if let Some((f, done)) = job {
+            done.complete(f());
+        }
+    }
+    future
+}

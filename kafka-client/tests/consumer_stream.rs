@@ -158,3 +158,47 @@ fn a_stream_awaiting_records_longer_than_max_poll_interval_stays_in_its_group() 
         assert_eq!(c.seen(ApiKey::SyncGroup).len(), 1, "one join: no rebalance");
     });
 }
+
+#[test]
+fn a_consumer_closed_by_a_future_leaves_its_group_and_its_stream_ends_without_holding_up_its_runtime()
+ {
+    let _serial = SERIAL.lock();
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    fill_values(&c, 0, 0..3);
+    let con = consumer(&c, &[]);
+    con.subscribe([T]).unwrap();
+    let gap = runtime().block_on(async {
+        let mut s = con.stream();
+        for i in 0..3 {
+            assert_eq!(next(&mut s).await, format!("0:v{i}"));
+        }
+        let tick = Ticker::start();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        tick.reset();
+        // The close leaves the group (a round trip to the coordinator) and joins the I/O
+        // thread: on a thread of its own, while this one ticks.
+        s.consumer()
+            .close_async(Duration::from_secs(10))
+            .await
+            .expect("closed");
+        let gap = tick.stop();
+        assert_eq!(
+            c.seen(ApiKey::LeaveGroup).len(),
+            1,
+            "the member left its group"
+        );
+        let end = tokio::time::timeout(
+            Duration::from_secs(5),
+            poll_fn(|cx| Pin::new(&mut s).poll_next(cx)),
+        )
+        .await
+        .expect("the stream of a closed consumer ends");
+        assert!(end.is_none(), "{end:?}");
+        gap
+    });
+    assert!(
+        gap < Duration::from_millis(20),
+        "the runtime's only thread was held {gap:?} while the consumer closed"
+    );
+}

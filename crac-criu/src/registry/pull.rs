@@ -266,16 +266,16 @@ async fn check_signature(
 }
 
 /// An error of a blob's stream: the client checks the digest too, at the end of the stream,
-/// and says so in its error; that is a refusal like ours, the rest a registry failure.
+/// and returns its `DigestError` inside the `io::Error`; that is a refusal like ours, the rest
+/// a registry failure.
 fn stream_error(d: &Descriptor, e: io::Error) -> Error {
-    let text = e.to_string();
-    if text.to_lowercase().contains("digest") {
-        refused(format!(
-            "blob {} does not match its digest ({text})",
-            d.digest
-        ))
+    let digest = e
+        .get_ref()
+        .is_some_and(|inner| inner.is::<oci_client::errors::DigestError>());
+    if digest {
+        refused(format!("blob {} does not match its digest ({e})", d.digest))
     } else {
-        failed(&format!("fetch {}", d.digest), text)
+        failed(&format!("fetch {}", d.digest), e)
     }
 }
 
@@ -569,6 +569,25 @@ pub fn report(p: &Pulled, out: &mut dyn FnMut(&str)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The client's digest check is a refusal; any other stream error a registry failure,
+    /// whatever its text says.
+    #[test]
+    fn a_stream_error_is_a_refusal_only_when_the_client_says_the_digest_differs() {
+        let d = Descriptor {
+            media_type: "application/octet-stream".into(),
+            digest: format!("sha256:{}", "ab".repeat(32)),
+            size: 1,
+            annotations: Default::default(),
+        };
+        let mismatch = io::Error::other(oci_client::errors::DigestError::VerificationError {
+            expected: d.digest.clone(),
+            actual: "sha256:00".into(),
+        });
+        assert_eq!(stream_error(&d, mismatch).kind(), ErrorKind::Refused);
+        let reset = io::Error::other("connection reset while reading the digest header");
+        assert_eq!(stream_error(&d, reset).kind(), ErrorKind::Other);
+    }
 
     #[test]
     fn compress_bound_holds_for_incompressible_data() {

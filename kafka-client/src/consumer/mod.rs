@@ -976,6 +976,19 @@ impl Consumer {
         Ok(())
     }
 
+    /// [`close`](Self::close) for async code: runs on a thread of its own (the close waits for
+    /// the group coordinator and the I/O thread) and resolves with its result; a stream of
+    /// this consumer then ends. Dropping the future does not stop the close.
+    pub fn close_async(
+        &self,
+        timeout: Duration,
+    ) -> crate::completion::Completion<Result<(), ConsumerError>> {
+        let consumer = Consumer {
+            inner: self.inner.clone(),
+        };
+        crate::completion::on_thread("kafka-consumer-close", move || consumer.close(timeout))
+    }
+
     /// The consumer as a CRaC resource (to register in a context of your own when
     /// `crac.register=false`).
     pub fn as_resource(&self) -> Arc<dyn crac_api::Resource> {

@@ -29,7 +29,7 @@ use super::{
     DeliveryFuture, ProduceError, Producer, ProducerInner, ProducerRecord, RecordMetadata,
     TimeoutError,
 };
-use crate::completion::{Completion, completion};
+use crate::completion::{Completion, on_thread};
 use crate::consumer::{ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition};
 use crate::protocol::record::Header;
 
@@ -199,22 +199,6 @@ impl Future for FlushFuture {
 
 /// A result computed on a thread of its own, as a future ([`Producer::close_async`]).
 pub type ThreadFuture<T> = Completion<T>;
-
-/// Runs `f` on a thread named `name`; the future resolves with its result.
-fn on_thread<T: Send + 'static>(
-    name: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> ThreadFuture<T> {
-    let (done, future) = completion();
-    if let Err(e) = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || done.complete(f()))
-    {
-        // No thread: nothing can run it; the caller learns it at once.
-        tracing::error!(%e, "cannot start a thread for {name}");
-    }
-    future
-}
 
 impl Producer {
     /// [`send`](Self::send) for async code: resolves with the delivery report. Waits for
