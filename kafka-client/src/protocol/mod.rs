@@ -114,8 +114,13 @@ pub fn encode_frame_into<R: Request>(
     out: &mut Vec<u8>,
 ) {
     let client_id_len = client_id.map_or(0, str::len);
+    let needed = request.size_hint() + client_id_len + 32;
     out.clear();
-    out.reserve(request.size_hint() + client_id_len + 32);
+    if out.capacity() < needed {
+        // A new buffer rather than `reserve`, whose `realloc` would copy the last request.
+        crate::large_buffers::release_large(out);
+        *out = Vec::with_capacity(needed);
+    }
     out.extend_from_slice(&[0; 4]);
     RequestHeader {
         api_key: R::API_KEY,
