@@ -112,7 +112,14 @@ fn send_does_not_allocate_per_record() {
     eprintln!("{n} records: {stats:?}");
     // 20,000 records of ~135 bytes fill three 1 MB batches: a few allocations per batch (its
     // buffer, the shared result, a wake-up of the I/O thread), not one per record.
-    assert_eq!(stats.reallocations, 0, "a batch buffer grew: {stats:?}");
+    // The only reallocation allowed is a sent batch's buffer shrunk to one byte before it is
+    // freed (large_buffers.rs), when its acknowledgement comes within the loop.
+    let shrinks = stats.reallocations as isize;
+    assert_eq!(
+        stats.bytes_reallocated,
+        -shrinks * (1_000_000 - 1),
+        "a buffer grew: {stats:?}"
+    );
     assert!(
         stats.allocations < 100,
         "{} allocations for {n} records",
