@@ -68,6 +68,9 @@ impl Drop for Broker {
     }
 }
 
+/// The batch size: just under the broker's default max.message.bytes (1 MiB + 12).
+const BATCH: usize = 1_000_000;
+
 #[test]
 fn send_does_not_allocate_per_record() {
     let broker = Broker::start();
@@ -76,8 +79,7 @@ fn send_does_not_allocate_per_record() {
         ProducerConfig::new(&broker.bootstrap)
             .unwrap()
             .crac_register(false)
-            // Just under the broker's default max.message.bytes (1 MiB + 12).
-            .batch_size(1_000_000)
+            .batch_size(BATCH)
             // Fixed-size batches: a batch that grows while it waits (batch.grow.max.bytes)
             // reallocates its buffer a few times as it doubles, which this test would count.
             .batch_grow_max_bytes(0)
@@ -117,7 +119,7 @@ fn send_does_not_allocate_per_record() {
     let shrinks = stats.reallocations as isize;
     assert_eq!(
         stats.bytes_reallocated,
-        -shrinks * (1_000_000 - 1),
+        -shrinks * (BATCH as isize - 1),
         "a buffer grew: {stats:?}"
     );
     assert!(

@@ -223,6 +223,7 @@ impl RecordStream {
     }
 
     /// Remembers that `r` was yielded (see `last`).
+    #[inline]
     fn note_yielded(&mut self, r: &ConsumerRecord) {
         match &mut self.last {
             Some((t, p, o)) if *p == r.partition && (Arc::ptr_eq(t, &r.topic) || *t == r.topic) => {
@@ -283,7 +284,27 @@ impl RecordStream {
 impl futures_core::Stream for RecordStream {
     type Item = Result<ConsumerRecord, ConsumerError>;
 
+    // Inlined into the caller's loop (records are yielded millions of times a second): the
+    // record is then built where the caller takes it, not copied out of a call's frame.
+    #[inline]
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.epoch == crac_api::restore_epoch()
+            && let Some(r) = self.buf.next()
+        {
+            self.note_yielded(&r);
+            return Poll::Ready(Some(Ok(r)));
+        }
+        self.poll_next_batch(cx)
+    }
+}
+
+impl RecordStream {
+    /// `poll_next` when the records taken are used up (or a restore is to be seen to).
+    #[inline(never)]
+    fn poll_next_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<ConsumerRecord, ConsumerError>>> {
         self.drop_if_restored();
         loop {
             if let Some(r) = self.buf.next() {

@@ -6,7 +6,7 @@
 use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -23,17 +23,17 @@ pub type Callback = Box<dyn FnOnce(Result<RecordMetadata, ProduceError>) + Send 
 /// How a batch ended: base offset and log-append time, or an error.
 pub(crate) type BatchOutcome = Result<(i64, i64), ProduceError>;
 
-#[derive(Default)]
-struct State {
-    outcome: Option<BatchOutcome>,
-    wakers: Vec<Waker>,
-}
-
 /// The shared outcome of one batch.
 pub(crate) struct BatchResult {
     topic: Arc<str>,
     partition: i32,
-    state: Mutex<State>,
+    /// Set once, read without a lock: a report polled or waited on after its batch completed
+    /// (the common case for a pipelining sender) takes no lock.
+    outcome: OnceLock<BatchOutcome>,
+    /// The tasks to wake when the outcome is set; the lock `done` waits with. The outcome is
+    /// set before this is locked to take them, and a waiter looks at the outcome again under
+    /// it, so no waiter registers after the wake-up it needed.
+    wakers: Mutex<Vec<Waker>>,
     done: Condvar,
 }
 
@@ -48,21 +48,18 @@ impl BatchResult {
         Arc::new(Self {
             topic,
             partition,
-            state: Mutex::new(State::default()),
+            outcome: OnceLock::new(),
+            wakers: Mutex::new(Vec::new()),
             done: Condvar::new(),
         })
     }
 
     /// Records the outcome once and wakes every waiter.
     pub(crate) fn complete(&self, outcome: BatchOutcome) {
-        let wakers = {
-            let mut s = self.state.lock();
-            if s.outcome.is_some() {
-                return;
-            }
-            s.outcome = Some(outcome);
-            std::mem::take(&mut s.wakers)
-        };
+        if self.outcome.set(outcome).is_err() {
+            return;
+        }
+        let wakers = std::mem::take(&mut *self.wakers.lock());
         self.done.notify_all();
         for w in wakers {
             w.wake();
@@ -71,7 +68,7 @@ impl BatchResult {
 
     /// Whether the outcome is recorded.
     pub(crate) fn is_complete(&self) -> bool {
-        self.state.lock().outcome.is_some()
+        self.outcome.get().is_some()
     }
 
     pub(crate) fn metadata(
@@ -283,7 +280,7 @@ impl DeliveryFuture {
     /// Whether the outcome is known.
     pub fn is_done(&self) -> bool {
         match &self.inner {
-            Inner::Pending { result, .. } => result.state.lock().outcome.is_some(),
+            Inner::Pending { result, .. } => result.is_complete(),
         }
     }
 
@@ -313,17 +310,21 @@ impl DeliveryFuture {
                 index,
                 timestamp,
             } => {
-                let mut s = result.state.lock();
+                if let Some(o) = result.outcome.get() {
+                    return Ok(result.metadata(o, index, timestamp));
+                }
+                let mut w = result.wakers.lock();
                 loop {
-                    if let Some(o) = &s.outcome {
+                    if let Some(o) = result.outcome.get() {
                         return Ok(result.metadata(o, index, timestamp));
                     }
                     match deadline {
-                        None => result.done.wait(&mut s),
+                        None => result.done.wait(&mut w),
                         Some(d) => {
-                            if result.done.wait_until(&mut s, d).timed_out() && s.outcome.is_none()
+                            if result.done.wait_until(&mut w, d).timed_out()
+                                && !result.is_complete()
                             {
-                                drop(s);
+                                drop(w);
                                 return Err(self);
                             }
                         }
@@ -345,12 +346,15 @@ impl Future for DeliveryFuture {
                 index,
                 timestamp,
             } => {
-                let mut s = result.state.lock();
-                if let Some(o) = &s.outcome {
+                if let Some(o) = result.outcome.get() {
                     return Poll::Ready(result.metadata(o, *index, *timestamp));
                 }
-                if !s.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                    s.wakers.push(cx.waker().clone());
+                let mut w = result.wakers.lock();
+                if let Some(o) = result.outcome.get() {
+                    return Poll::Ready(result.metadata(o, *index, *timestamp));
+                }
+                if !w.iter().any(|w| w.will_wake(cx.waker())) {
+                    w.push(cx.waker().clone());
                 }
                 Poll::Pending
             }

@@ -14,11 +14,12 @@
 #[path = "../../../src/bin/bench_consumer/common.rs"]
 mod common;
 
+use std::cell::Cell;
 use std::process::ExitCode;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{Args, Clock, IDLE_LIMIT, next_or_idle};
+use common::{Args, Clock, IDLE_LIMIT, with_watchdog};
 use futures_util::StreamExt;
 use rdkafka::ClientContext;
 use rdkafka::config::{ClientConfig, FromClientConfigAndContext};
@@ -133,20 +134,19 @@ fn stream(args: &Args, config: &ClientConfig) -> ExitCode {
     };
     let mut messages = consumer.stream();
     let (mut n, mut bytes) = (0u64, 0u64);
-    let read = rt.block_on(async {
-        while n < args.records {
-            match next_or_idle(|cx| messages.poll_next_unpin(cx)).await {
-                Some(Some(Ok(m))) => {
-                    n += 1;
-                    bytes += (m.key_len() + m.payload_len()) as u64;
-                }
-                Some(Some(Err(e))) => return Err(format!("stream after {n} records: {e}")),
-                Some(None) => return Err(format!("the stream ended after {n} records")),
-                None => return Err(format!("no record for {IDLE_LIMIT:?} after {n}")),
+    let count = Cell::new(0u64);
+    let read = rt.block_on(with_watchdog(&count, async {
+        while let Some(item) = messages.next().await {
+            let m = item.map_err(|e| format!("stream after {n} records: {e}"))?;
+            n += 1;
+            bytes += (m.key_len() + m.payload_len()) as u64;
+            count.set(n);
+            if n == args.records {
+                return Ok(());
             }
         }
-        Ok(())
-    });
+        Err(format!("the stream ended after {n} records"))
+    }));
     if let Err(e) = read {
         eprintln!("rdkafka-bench consume: {e}");
         return ExitCode::FAILURE;

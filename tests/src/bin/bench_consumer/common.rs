@@ -16,11 +16,13 @@
 //! length is added up, as Java's tool does, so that the payload is touched.
 //!
 //! `--async` reads through the client's async API instead, a stream of records awaited one by
-//! one on a tokio current-thread runtime ([`next_or_idle`]): ours `Consumer::stream()`,
+//! one on a tokio current-thread runtime ([`with_watchdog`]): ours `Consumer::stream()`,
 //! librdkafka's `StreamConsumer::stream()`.
 
-use std::future::poll_fn;
-use std::task::{Context, Poll};
+use std::cell::Cell;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// The command line.
@@ -85,14 +87,30 @@ impl Args {
     }
 }
 
-/// The next item of a stream (`poll` is its `poll_next`), or `None` when none came within
-/// [`IDLE_LIMIT`]. The timer is armed only when the stream has nothing at once, so a run that
-/// keeps up pays for no timer per record.
-pub async fn next_or_idle<T>(mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Option<T> {
-    if let Poll::Ready(item) = poll_fn(|cx| Poll::Ready(poll(cx))).await {
-        return Some(item);
-    }
-    tokio::time::timeout(IDLE_LIMIT, poll_fn(poll)).await.ok()
+/// Runs `read`, an application's loop over a stream (`while let Some(item) =
+/// stream.next().await`), and fails when `count` (the items it has read) stays the same for
+/// [`IDLE_LIMIT`]: a watchdog beside the loop, polled only while the loop waits, so no timer is
+/// armed per item and the loop's own await is all the harness adds to each item.
+pub async fn with_watchdog<T>(
+    count: &Cell<u64>,
+    read: impl Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    let watchdog = async {
+        let mut seen = count.get();
+        loop {
+            tokio::time::sleep(IDLE_LIMIT).await;
+            if count.get() == seen {
+                return Err(format!("no record for {IDLE_LIMIT:?} after {seen}"));
+            }
+            seen = count.get();
+        }
+    };
+    let (mut read, mut watchdog) = (pin!(read), pin!(watchdog));
+    poll_fn(|cx| match read.as_mut().poll(cx) {
+        Poll::Ready(r) => Poll::Ready(r),
+        Poll::Pending => watchdog.as_mut().poll(cx),
+    })
+    .await
 }
 
 /// The clock of a run: created with the client, told when the partitions came and when the

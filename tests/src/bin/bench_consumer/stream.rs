@@ -3,13 +3,15 @@
 //! `poll()`'s other work) awaited record by record on a tokio current-thread runtime. The twin
 //! is `rdkafka-bench consume --async` (`StreamConsumer::stream()`).
 
+use std::cell::Cell;
+use std::future::poll_fn;
 use std::pin::Pin;
 use std::time::Duration;
 
 use futures_core::Stream;
 use kafka_client::Consumer;
 
-use crate::common::{Args, IDLE_LIMIT, next_or_idle};
+use crate::common::{Args, with_watchdog};
 
 /// Reads `args.records` records from the consumer's stream, calls `report` with the records and
 /// bytes read, then closes the consumer.
@@ -23,23 +25,21 @@ pub fn consume(
         .build()
         .map_err(|e| format!("tokio runtime: {e}"))?;
     let mut stream = consumer.stream();
-    let (mut n, mut bytes) = (0u64, 0u64);
-    rt.block_on(async {
-        while n < args.records {
-            match next_or_idle(|cx| Pin::new(&mut stream).poll_next(cx)).await {
-                Some(Some(Ok(r))) => {
-                    n += 1;
-                    bytes += (r.key.as_ref().map_or(0, |b| b.len())
-                        + r.value.as_ref().map_or(0, |b| b.len()))
-                        as u64;
-                }
-                Some(Some(Err(e))) => return Err(format!("stream after {n} records: {e}")),
-                Some(None) => return Err(format!("the stream ended after {n} records")),
-                None => return Err(format!("no record for {IDLE_LIMIT:?} after {n}")),
+    let n = Cell::new(0u64);
+    let bytes = rt.block_on(with_watchdog(&n, async {
+        let mut bytes = 0u64;
+        while let Some(item) = poll_fn(|cx| Pin::new(&mut stream).poll_next(cx)).await {
+            let r = item.map_err(|e| format!("stream after {} records: {e}", n.get()))?;
+            bytes += (r.key.as_ref().map_or(0, |b| b.len())
+                + r.value.as_ref().map_or(0, |b| b.len())) as u64;
+            n.set(n.get() + 1);
+            if n.get() == args.records {
+                return Ok(bytes);
             }
         }
-        Ok(())
-    })?;
+        Err(format!("the stream ended after {} records", n.get()))
+    }))?;
+    let n = n.get();
     report(n, bytes);
     stream
         .consumer()
