@@ -71,6 +71,20 @@ impl Drop for Broker {
 /// The batch size: just under the broker's default max.message.bytes (1 MiB + 12).
 const BATCH: usize = 1_000_000;
 
+/// The only reallocations allowed are a sent batch's large buffers (its records, its callback
+/// list) shrunk to one element before they are freed (large_buffers.rs): an acknowledgement can
+/// come within a measured loop, the previous phase's batches' included (the CI of 20b79d8 and
+/// of 6179c2d saw one each). Each such shrink gives back at least 127 KiB; a buffer grown per
+/// record would instead reallocate many times, and grow.
+fn assert_no_buffer_grew(stats: &stats_alloc::Stats) {
+    let shrinks = stats.reallocations as isize;
+    assert!(shrinks <= 8, "{shrinks} reallocations: {stats:?}");
+    assert!(
+        stats.bytes_reallocated <= -shrinks * 127 * 1024,
+        "a buffer grew: {stats:?}"
+    );
+}
+
 #[test]
 fn send_does_not_allocate_per_record() {
     let broker = Broker::start();
@@ -114,14 +128,7 @@ fn send_does_not_allocate_per_record() {
     eprintln!("{n} records: {stats:?}");
     // 20,000 records of ~135 bytes fill three 1 MB batches: a few allocations per batch (its
     // buffer, the shared result, a wake-up of the I/O thread), not one per record.
-    // The only reallocation allowed is a sent batch's buffer shrunk to one byte before it is
-    // freed (large_buffers.rs), when its acknowledgement comes within the loop.
-    let shrinks = stats.reallocations as isize;
-    assert_eq!(
-        stats.bytes_reallocated,
-        -shrinks * (BATCH as isize - 1),
-        "a buffer grew: {stats:?}"
-    );
+    assert_no_buffer_grew(&stats);
     assert!(
         stats.allocations < 100,
         "{} allocations for {n} records",
@@ -153,7 +160,7 @@ fn send_does_not_allocate_per_record() {
     }
     let stats = region.change();
     eprintln!("{n} records with callbacks: {stats:?}");
-    assert_eq!(stats.reallocations, 0, "a buffer grew: {stats:?}");
+    assert_no_buffer_grew(&stats);
     assert!(
         stats.allocations < 100,
         "{} allocations for {n} records with callbacks",
