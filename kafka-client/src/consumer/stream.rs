@@ -6,7 +6,7 @@
 //! runs `poll()` and hands its batch over through a slot, so no runtime thread ever waits on
 //! the network, a rebalance or a commit: the consumer's rebalance listener and commit
 //! callbacks run on that thread (keep them short; hand async work to a channel). The stream
-//! yields record by record and keeps, per partition, the offset after the last record it
+//! yields record by record and knows, per partition, the position after the records it
 //! yielded: [`RecordStream::commit`] commits exactly those (never a record fetched but not
 //! yet yielded).
 //!
@@ -78,13 +78,10 @@ impl Slot {
 /// A stream of the consumer's records (see the module documentation).
 pub struct RecordStream {
     shared: Arc<Shared>,
-    buf: std::vec::IntoIter<ConsumerRecord>,
-    /// The offset after the last record yielded, per partition, but for `last`'s.
+    /// The batch being yielded.
+    buf: Taken,
+    /// The position after what was yielded, per partition, from the batches before `buf`.
     yielded: BTreeMap<TopicPartition, i64>,
-    /// The partition of the last record yielded and the offset after it: records come in runs
-    /// of one partition, so `yielded` is updated only when the partition changes, not per
-    /// record.
-    last: Option<(Arc<str>, i32, i64)>,
     epoch: u64,
     /// The consumer was closed: the stream has ended.
     ended: bool,
@@ -112,9 +109,8 @@ impl Consumer {
         }
         RecordStream {
             shared,
-            buf: Vec::new().into_iter(),
+            buf: Taken::default(),
             yielded: BTreeMap::new(),
-            last: None,
             epoch: crac_api::restore_epoch(),
             ended: false,
         }
@@ -204,9 +200,7 @@ impl RecordStream {
     /// not yielded); resolves when the group coordinator answered.
     pub fn commit(&self) -> CommitFuture {
         let mut yielded = self.yielded.clone();
-        if let Some((t, p, o)) = &self.last {
-            yielded.insert(TopicPartition::new(t.clone(), *p), *o);
-        }
+        yielded.extend(self.buf.positions());
         let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = yielded
             .into_iter()
             .map(|(tp, o)| (tp, OffsetAndMetadata::new(o)))
@@ -222,20 +216,10 @@ impl RecordStream {
         }
     }
 
-    /// Remembers that `r` was yielded (see `last`).
-    #[inline]
-    fn note_yielded(&mut self, r: &ConsumerRecord) {
-        match &mut self.last {
-            Some((t, p, o)) if *p == r.partition && (Arc::ptr_eq(t, &r.topic) || *t == r.topic) => {
-                *o = r.offset + 1;
-            }
-            _ => {
-                if let Some((t, p, o)) = self.last.take() {
-                    self.yielded.insert(TopicPartition::new(t, p), o);
-                }
-                self.last = Some((r.topic.clone(), r.partition, r.offset + 1));
-            }
-        }
+    /// Takes `batch` to yield from, the positions of what the last one yielded noted first.
+    fn take(&mut self, batch: Vec<ConsumerRecord>) -> Taken {
+        self.yielded.extend(self.buf.positions());
+        std::mem::replace(&mut self.buf, Taken::new(batch))
     }
 
     /// A restored copy does not yield what the image held fetched: given back (module
@@ -246,10 +230,10 @@ impl RecordStream {
             return;
         }
         self.epoch = now;
+        let kept = self.take(Vec::new());
         let mut slot = self.shared.slot.lock();
         let ready = slot.take_ready_records();
-        slot.returned
-            .extend(std::mem::take(&mut self.buf).chain(ready));
+        slot.returned.extend(kept.records.chain(ready));
         self.shared.room.notify_all();
     }
 }
@@ -289,9 +273,8 @@ impl futures_core::Stream for RecordStream {
     #[inline]
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         if self.epoch == crac_api::restore_epoch()
-            && let Some(r) = self.buf.next()
+            && let Some(r) = self.buf.records.next()
         {
-            self.note_yielded(&r);
             return Poll::Ready(Some(Ok(r)));
         }
         self.poll_next_batch(cx)
@@ -307,15 +290,16 @@ impl RecordStream {
     ) -> Poll<Option<Result<ConsumerRecord, ConsumerError>>> {
         self.drop_if_restored();
         loop {
-            if let Some(r) = self.buf.next() {
-                self.note_yielded(&r);
+            if let Some(r) = self.buf.records.next() {
                 return Poll::Ready(Some(Ok(r)));
             }
             if self.ended {
                 return Poll::Ready(None);
             }
             match self.next_batch(cx) {
-                Poll::Ready(Ok(batch)) => self.buf = batch.into_iter(),
+                Poll::Ready(Ok(batch)) => {
+                    self.take(batch);
+                }
                 Poll::Ready(Err(ConsumerError::Closed)) => {
                     self.ended = true;
                     return Poll::Ready(None);
@@ -330,11 +314,144 @@ impl RecordStream {
 impl Drop for RecordStream {
     fn drop(&mut self) {
         let mut slot = self.shared.slot.lock();
-        slot.returned.extend(std::mem::take(&mut self.buf));
+        slot.returned.extend(std::mem::take(&mut self.buf.records));
         slot.stop = true;
         self.shared.room.notify_all();
     }
 }
 
+/// A batch being yielded, and where each partition's run of records in it ends: what was
+/// yielded is known from how far the batch was read, so yielding a record costs no bookkeeping.
+#[derive(Default)]
+struct Taken {
+    records: std::vec::IntoIter<ConsumerRecord>,
+    len: usize,
+    runs: Vec<Run>,
+}
+
+/// Records of one partition, in a row, up to index `end` of their batch.
+struct Run {
+    end: usize,
+    tp: TopicPartition,
+    /// The offset after the run's last record.
+    after_last: i64,
+}
+
+impl Taken {
+    fn new(batch: Vec<ConsumerRecord>) -> Taken {
+        let mut runs: Vec<Run> = Vec::new();
+        for (i, r) in batch.iter().enumerate() {
+            match runs.last_mut() {
+                Some(run)
+                    if run.tp.partition == r.partition
+                        && (Arc::ptr_eq(&run.tp.topic, &r.topic) || run.tp.topic == r.topic) =>
+                {
+                    run.end = i + 1;
+                    run.after_last = r.offset + 1;
+                }
+                _ => runs.push(Run {
+                    end: i + 1,
+                    tp: r.topic_partition(),
+                    after_last: r.offset + 1,
+                }),
+            }
+        }
+        Taken {
+            len: batch.len(),
+            records: batch.into_iter(),
+            runs,
+        }
+    }
+
+    /// Per partition yielded from, the position after what was yielded: after a run's last
+    /// record, or at the first record not yielded of a run read in part.
+    fn positions(&self) -> impl Iterator<Item = (TopicPartition, i64)> + '_ {
+        let read = self.len - self.records.len();
+        let next = self.records.as_slice().first().map(|r| r.offset);
+        let mut start = 0;
+        self.runs.iter().map_while(move |run| {
+            if start >= read {
+                return None;
+            }
+            start = run.end;
+            let at = if run.end <= read {
+                run.after_last
+            } else {
+                next?
+            };
+            Some((run.tp.clone(), at))
+        })
+    }
+}
+
 /// The future of [`RecordStream::commit`]: the commit's answer, once its callback has it.
 pub type CommitFuture = Completion<Result<(), ConsumerError>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consumer::TimestampType;
+
+    fn record(topic: &Arc<str>, partition: i32, offset: i64) -> ConsumerRecord {
+        ConsumerRecord {
+            topic: topic.clone(),
+            partition,
+            offset,
+            timestamp: 0,
+            timestamp_type: TimestampType::CreateTime,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            leader_epoch: None,
+        }
+    }
+
+    fn positions(t: &Taken) -> Vec<(i32, i64)> {
+        t.positions().map(|(tp, o)| (tp.partition, o)).collect()
+    }
+
+    #[test]
+    fn positions_follow_how_far_a_batch_was_read() {
+        let a: Arc<str> = "a".into();
+        // Partition 0 with a gap (10, 11, 15), then partition 1, then partition 0 again.
+        let batch = vec![
+            record(&a, 0, 10),
+            record(&a, 0, 11),
+            record(&a, 0, 15),
+            record(&a, 1, 3),
+            record(&a, 1, 4),
+            record(&a, 0, 16),
+        ];
+        let mut t = Taken::new(batch);
+        assert_eq!(positions(&t), vec![], "nothing read");
+        t.records.next();
+        assert_eq!(positions(&t), vec![(0, 11)]);
+        t.records.next();
+        assert_eq!(
+            positions(&t),
+            vec![(0, 15)],
+            "at the first record not yielded"
+        );
+        t.records.next();
+        assert_eq!(positions(&t), vec![(0, 16)], "after the run's last record");
+        t.records.next();
+        assert_eq!(positions(&t), vec![(0, 16), (1, 4)]);
+        t.records.next();
+        t.records.next();
+        // A later run of a partition comes later: collected into a map, it wins.
+        assert_eq!(positions(&t), vec![(0, 16), (1, 5), (0, 17)]);
+        let map: BTreeMap<_, _> = t.positions().collect();
+        assert_eq!(map[&TopicPartition::new(a.clone(), 0)], 17);
+        assert_eq!(positions(&Taken::default()), vec![]);
+    }
+
+    #[test]
+    fn same_partition_numbers_of_different_topics_are_different_runs() {
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let mut t = Taken::new(vec![record(&a, 0, 1), record(&b, 0, 7)]);
+        t.records.next();
+        t.records.next();
+        let got: Vec<_> = t.positions().map(|(tp, o)| (tp.topic, o)).collect();
+        assert_eq!(got, vec![(a, 2), (b, 8)]);
+    }
+}
