@@ -26,6 +26,11 @@ Sections (`--sections`, default all of them, in this order):
               the same rounds (issue 24): throughput and peak RSS, then delivery latency at the
               producer section's offered rates of docs/benchmarks.md (GROW_RATES), for each
               cluster x value size x acks
+  baseline    ours against an earlier commit of ours (--baseline-rev, built by scripts/bench),
+              in turns within each round: delivery latency at GROW_RATES (the offered rates of
+              the producer table in docs/benchmarks.md, made by BASELINE_REV), then throughput
+              and peak RSS with buffer.memory at BUFFER_BYTES and at FLOOR_BUFFER_BYTES (what
+              peak RSS is beyond the buffer: the client's fixed cost under that load)
   overhead    our producer with and without its checkpoint resource (crac.register=false)
   security    what TLS and SASL cost: producer (acks=all) and consumer throughput of every
               peer over PLAINTEXT and over SASL_SSL (SCRAM-SHA-512, TLS 1.3 with the cluster's
@@ -112,6 +117,11 @@ GROW_RATES = {
     (1, 100, "1"): 262_600, (1, 100, "all"): 254_200, (1, 1000, "1"): 56_400, (1, 1000, "all"): 51_900,
     (3, 100, "1"): 61_700, (3, 100, "all"): 83_500, (3, 1000, "1"): 18_100, (3, 1000, "all"): 12_400,
 }
+# The commit whose bench_producer made the latency table of docs/benchmarks.md (the 08:02 run of
+# 2026-12-04) and GROW_RATES: the baseline section's default other side.
+BASELINE_REV = "57f977e"
+# The baseline section's small buffer.memory: peak RSS with it, less it, is the fixed cost.
+FLOOR_BUFFER_BYTES = 1 << 20
 # How a fresh cluster is settled before anything is measured (Bench.settle): runs per size in a
 # row that must agree, how closely, and how many runs at most.
 SETTLE_WINDOW = 4
@@ -797,6 +807,43 @@ class Bench:
                                                   warmup=warmup, extra=extra, tag=tag)
                     c.delete_topic(topic)
 
+    def section_baseline(self):
+        """Ours against ours at --baseline-rev, in turns within each round: latency at
+        GROW_RATES, then throughput and peak RSS at BUFFER_BYTES and at FLOOR_BUFFER_BYTES."""
+        ours = next((p for p in self.peers if p.name == "ours"), None)
+        if ours is None or not self.args.baseline:
+            log("baseline: needs ours among --peers and --baseline (scripts/bench builds it)")
+            return
+        old = Ours(self.args.baseline)
+        old.name = f"ours@{self.args.baseline_rev}"
+        pair = [ours, old]
+        for brokers in self.args.brokers:
+            c = self.cluster(brokers)
+            for size in SIZES:
+                for acks in ACKS:
+                    topic = f"bench-base-b{brokers}-s{size}-a{acks}"
+                    c.create_topic(topic)
+                    self.wait_for_quiet()
+                    self.warm_topic(c, topic, size, acks)
+                    rate = GROW_RATES[(brokers, size, acks)]
+                    warmup = int(rate * (0.5 if self.quick else 1))
+                    records = warmup + int(rate * self.latency_s)
+                    log(f"baseline: {brokers} broker(s), {size} B, acks={acks}: latency at {rate} records/s")
+                    for rnd in range(self.rounds):
+                        for i in range(2):
+                            self.producer_run(pair[(i + rnd) % 2], c, topic, size, acks, "baseline-latency", rnd,
+                                              records, rate=rate, warmup=warmup)
+                    log("baseline: throughput and peak RSS, buffer.memory "
+                        f"{BUFFER_BYTES} and {FLOOR_BUFFER_BYTES}")
+                    for rnd in range(self.rounds):
+                        for i in range(2):
+                            peer = pair[(i + rnd) % 2]
+                            self.producer_run(peer, c, topic, size, acks, "baseline-throughput", rnd,
+                                              self.count(size, c))
+                        self.producer_run(ours, c, topic, size, acks, "floor", rnd, self.count(size, c),
+                                          extra={"buffer.memory": FLOOR_BUFFER_BYTES})
+                    c.delete_topic(topic)
+
     def section_settings(self):
         """Throughput with acks=all at each client's own settings (PRODUCER_SETTINGS)."""
         for brokers in self.args.brokers:
@@ -1437,6 +1484,7 @@ SECTIONS = {
     "async": Bench.section_async,
     "settings": Bench.section_settings,
     "grow": Bench.section_grow,
+    "baseline": Bench.section_baseline,
     "overhead": Bench.section_overhead,
     "security": Bench.section_security,
     "transactions": Bench.section_transactions,
@@ -1688,6 +1736,9 @@ def report(bench):
     grow_md = grow_report(bench)
     if grow_md:
         L.append(grow_md)
+    baseline_md = baseline_report(bench)
+    if baseline_md:
+        L.append(baseline_md)
     images_md = images_report(bench)
     if images_md:
         L.append(images_md)
@@ -1980,6 +2031,46 @@ def grow_report(bench):
     return "\n".join(L)
 
 
+def baseline_report(bench):
+    """The baseline section of results.md ("" without its runs)."""
+    runs = [r for r in bench.runs if r["mode"] in ("baseline-latency", "baseline-throughput", "floor")]
+    if not runs:
+        return ""
+    old = next(r["peer"] for r in runs if r["peer"] != "ours")
+    cfgs = []
+    for r in runs:
+        k = (r["brokers"], r["size"], r["acks"])
+        if k not in cfgs:
+            cfgs.append(k)
+    rounds = 1 + max(r["round"] for r in runs)
+    L = [f"## Ours against {old}\n"]
+    L.append(f"Ours and {old} (the commit whose runs made the producer tables' offered rates, GROW_RATES) at the "
+             f"producer section's settings, in turns within each round; {rounds} round(s), median (min–max). "
+             "Latency at the offered rate, the first second left out. Fixed cost under load: our peak RSS in a "
+             f"throughput run of the same configuration with buffer.memory={FLOOR_BUFFER_BYTES}, less that buffer "
+             "(threads, connections, metadata, the kept request buffer, the allocator's arenas); the bound is "
+             f"buffer.memory ({BUFFER_BYTES / 1e6:.1f} MB) plus that fixed cost.\n")
+    L.append(f"| configuration | offered rate | p50 ms ours / {old} | p99 ms ours / {old} | records/s ours / {old} "
+             f"| peak RSS MB ours / {old} | fixed cost MB | bound MB |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for (b, size, acks) in cfgs:
+        def col(mode, peer, key, d=0):
+            return spread([r.get(key) for r in pick(runs, mode=mode, peer=peer, brokers=b, size=size, acks=acks)], d)
+
+        def both(mode, key, d=0):
+            return f"{col(mode, 'ours', key, d)} / {col(mode, old, key, d)}"
+        floor = [r["rss_mb"] - FLOOR_BUFFER_BYTES / 1e6 for r in pick(runs, mode="floor", brokers=b, size=size,
+                                                                       acks=acks) if "error" not in r]
+        fixed = stats(floor)[0]
+        bound = fmt(BUFFER_BYTES / 1e6 + fixed, 1) if fixed else "–"
+        L.append(f"| {cfg_label(b, size, acks)} | {fmt(GROW_RATES.get((b, size, acks)))}/s "
+                 f"| {both('baseline-latency', 'lat_p50_ms', 2)} | {both('baseline-latency', 'lat_p99_ms', 2)} "
+                 f"| {both('baseline-throughput', 'records_per_sec')} | {both('baseline-throughput', 'rss_mb', 1)} "
+                 f"| {spread(floor, 1)} | {bound} |")
+    L.append("")
+    return "\n".join(L)
+
+
 def async_report(bench):
     """The async section of results.md ("" without its runs)."""
     runs = bench.runs
@@ -2259,8 +2350,9 @@ class Loaded:
         known = {"ours": Ours(""), "librdkafka": Rdkafka(""), "java": Java()}
         seen = []
         for r in self.runs:
-            # The async section's clients have a report of their own (async_report).
-            if r["peer"] not in seen and r["mode"] != "prefill" and not r["mode"].startswith("async-"):
+            # The async and baseline sections' clients have reports of their own.
+            if r["peer"] not in seen and r["mode"] != "prefill" and not r["mode"].startswith(("async-", "baseline-")) \
+                    and r["mode"] != "floor":
                 seen.append(r["peer"])
         self.peers = [known[n] for n in seen]
         self.quick = self.meta.get("mode") == "quick"
@@ -2300,6 +2392,8 @@ def main():
     ap.add_argument("--ours", required=True)
     ap.add_argument("--ours-consumer", default="", help="bench_consumer (default: beside --ours)")
     ap.add_argument("--rdkafka", default="", help="rdkafka-bench (none: librdkafka sits out)")
+    ap.add_argument("--baseline", default="", help="bench_producer built at --baseline-rev (the baseline section)")
+    ap.add_argument("--baseline-rev", default=BASELINE_REV, help="the commit --baseline was built at")
     ap.add_argument("--service", required=True)
     ap.add_argument("--crac", required=True)
     ap.add_argument("--criu", default="")
