@@ -159,16 +159,21 @@ fn a_fifo_in_an_image_or_a_page_file_held_open_for_writing_is_refused() {
     fs::rename(&aside, &pages).unwrap();
 
     // The attack: the page file is writable by others for a while; someone opens it then.
+    // What it writes later is the file's first byte inverted: a change whatever the page held
+    // (a fixed byte left the file as it was when the dumped page began with it).
     chmod(&pages, 0o666);
+    let first = fs::read(&pages).unwrap()[0];
+    let changed = format!("\\{:03o}", !first);
     let go = dir.join("go");
     let mut writer = Proc::spawn(
         "writer",
         Command::new("sh").args([
             "-c",
             "exec 3<>\"$0\"; echo open; while [ ! -e \"$1\" ]; do sleep 0.01; done; \
-             printf X >&3; echo wrote; exec sleep 60",
+             printf \"$2\" >&3; echo wrote; exec sleep 60",
             pages.to_str().unwrap(),
             go.to_str().unwrap(),
+            &changed,
         ]),
     );
     writer.expect("open", T);
