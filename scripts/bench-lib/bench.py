@@ -765,14 +765,32 @@ class Bench:
             rate = round(0.5 * min(medians), -2) or 100
             # The first second is left out of the percentiles (start-up: metadata, producer id,
             # JIT), as Java's tool does with --warmup-records.
-            warmup = int(rate * (0.5 if self.quick else 1))
-            records = warmup + int(rate * self.latency_s)
+            records, warmup = self.latency_records(rate)
             log(f"latency: {rate:.0f} records/s offered, {records} records (the first {warmup} not counted)")
             for rnd in range(self.rounds):
                 for i in range(n):
                     peer = self.peers[(i + rnd) % n]
                     self.producer_run(peer, c, topic, size, acks, "latency", rnd, records, rate=rate, warmup=warmup)
         c.delete_topic(topic)
+
+    def fresh_topics(self, prefix):
+        """For every cluster x value size x acks: (cluster, size, acks, topic), the topic created
+        and warmed first and deleted after."""
+        for brokers in self.args.brokers:
+            c = self.cluster(brokers)
+            for size in SIZES:
+                for acks in ACKS:
+                    topic = f"bench-{prefix}-b{brokers}-s{size}-a{acks}"
+                    c.create_topic(topic)
+                    self.wait_for_quiet()
+                    self.warm_topic(c, topic, size, acks)
+                    yield c, size, acks, topic
+                    c.delete_topic(topic)
+
+    def latency_records(self, rate):
+        """(records, warm-up records) of a latency run at `rate`: the first second is left out."""
+        warmup = int(rate * (0.5 if self.quick else 1))
+        return warmup + int(rate * self.latency_s), warmup
 
     def section_grow(self):
         """Ours with growing batches against batch.grow.max.bytes=0, in turns within each round:
@@ -781,31 +799,22 @@ class Bench:
         if ours is None:
             log("grow: ours is not among --peers")
             return
-        for brokers in self.args.brokers:
-            c = self.cluster(brokers)
-            for size in SIZES:
-                for acks in ACKS:
-                    topic = f"bench-grow-b{brokers}-s{size}-a{acks}"
-                    c.create_topic(topic)
-                    self.wait_for_quiet()
-                    self.warm_topic(c, topic, size, acks)
-                    log(f"grow: {brokers} broker(s), {size} B values, acks={acks}, {self.count(size, c)} records")
-                    for rnd in range(self.rounds):
-                        for i in range(len(GROW_VARIANTS)):
-                            tag, extra = GROW_VARIANTS[(i + rnd) % len(GROW_VARIANTS)]
-                            self.producer_run(ours, c, topic, size, acks, "grow-throughput", rnd, self.count(size, c),
-                                              extra=extra, tag=tag)
-                    rate = GROW_RATES.get((brokers, size, acks))
-                    if rate:
-                        warmup = int(rate * (0.5 if self.quick else 1))
-                        records = warmup + int(rate * self.latency_s)
-                        log(f"grow latency: {rate} records/s offered, {records} records (the first {warmup} not counted)")
-                        for rnd in range(self.rounds):
-                            for i in range(len(GROW_VARIANTS)):
-                                tag, extra = GROW_VARIANTS[(i + rnd) % len(GROW_VARIANTS)]
-                                self.producer_run(ours, c, topic, size, acks, "grow-latency", rnd, records, rate=rate,
-                                                  warmup=warmup, extra=extra, tag=tag)
-                    c.delete_topic(topic)
+        for c, size, acks, topic in self.fresh_topics("grow"):
+            log(f"grow: {c.brokers} broker(s), {size} B values, acks={acks}, {self.count(size, c)} records")
+            for rnd in range(self.rounds):
+                for i in range(len(GROW_VARIANTS)):
+                    tag, extra = GROW_VARIANTS[(i + rnd) % len(GROW_VARIANTS)]
+                    self.producer_run(ours, c, topic, size, acks, "grow-throughput", rnd, self.count(size, c),
+                                      extra=extra, tag=tag)
+            rate = GROW_RATES.get((c.brokers, size, acks))
+            if rate:
+                records, warmup = self.latency_records(rate)
+                log(f"grow latency: {rate} records/s offered, {records} records (the first {warmup} not counted)")
+                for rnd in range(self.rounds):
+                    for i in range(len(GROW_VARIANTS)):
+                        tag, extra = GROW_VARIANTS[(i + rnd) % len(GROW_VARIANTS)]
+                        self.producer_run(ours, c, topic, size, acks, "grow-latency", rnd, records, rate=rate,
+                                          warmup=warmup, extra=extra, tag=tag)
 
     def section_baseline(self):
         """Ours against ours at --baseline-rev, in turns within each round: latency at
@@ -817,32 +826,21 @@ class Bench:
         old = Ours(self.args.baseline)
         old.name = f"ours@{self.args.baseline_rev}"
         pair = [ours, old]
-        for brokers in self.args.brokers:
-            c = self.cluster(brokers)
-            for size in SIZES:
-                for acks in ACKS:
-                    topic = f"bench-base-b{brokers}-s{size}-a{acks}"
-                    c.create_topic(topic)
-                    self.wait_for_quiet()
-                    self.warm_topic(c, topic, size, acks)
-                    rate = GROW_RATES[(brokers, size, acks)]
-                    warmup = int(rate * (0.5 if self.quick else 1))
-                    records = warmup + int(rate * self.latency_s)
-                    log(f"baseline: {brokers} broker(s), {size} B, acks={acks}: latency at {rate} records/s")
-                    for rnd in range(self.rounds):
-                        for i in range(2):
-                            self.producer_run(pair[(i + rnd) % 2], c, topic, size, acks, "baseline-latency", rnd,
-                                              records, rate=rate, warmup=warmup)
-                    log("baseline: throughput and peak RSS, buffer.memory "
-                        f"{BUFFER_BYTES} and {FLOOR_BUFFER_BYTES}")
-                    for rnd in range(self.rounds):
-                        for i in range(2):
-                            peer = pair[(i + rnd) % 2]
-                            self.producer_run(peer, c, topic, size, acks, "baseline-throughput", rnd,
-                                              self.count(size, c))
-                        self.producer_run(ours, c, topic, size, acks, "floor", rnd, self.count(size, c),
-                                          extra={"buffer.memory": FLOOR_BUFFER_BYTES})
-                    c.delete_topic(topic)
+        for c, size, acks, topic in self.fresh_topics("base"):
+            rate = GROW_RATES[(c.brokers, size, acks)]
+            records, warmup = self.latency_records(rate)
+            log(f"baseline: {c.brokers} broker(s), {size} B, acks={acks}: latency at {rate} records/s")
+            for rnd in range(self.rounds):
+                for i in range(2):
+                    self.producer_run(pair[(i + rnd) % 2], c, topic, size, acks, "baseline-latency", rnd,
+                                      records, rate=rate, warmup=warmup)
+            log(f"baseline: throughput and peak RSS, buffer.memory {BUFFER_BYTES} and {FLOOR_BUFFER_BYTES}")
+            for rnd in range(self.rounds):
+                for i in range(2):
+                    self.producer_run(pair[(i + rnd) % 2], c, topic, size, acks, "baseline-throughput", rnd,
+                                      self.count(size, c))
+                self.producer_run(ours, c, topic, size, acks, "floor", rnd, self.count(size, c),
+                                  extra={"buffer.memory": FLOOR_BUFFER_BYTES})
 
     def section_settings(self):
         """Throughput with acks=all at each client's own settings (PRODUCER_SETTINGS)."""
@@ -1568,11 +1566,12 @@ def ratio(a, b):
     return None if not a or not b else a / b
 
 
-def configs(runs, mode):
+def configs(runs, mode=None):
+    """(brokers, size, acks) of the runs (of `mode`, if given), in the order first run."""
     seen = []
     for r in runs:
         k = (r["brokers"], r["size"], r["acks"])
-        if r["mode"] == mode and k not in seen:
+        if (mode is None or r["mode"] == mode) and k not in seen:
             seen.append(k)
     return seen
 
@@ -2001,11 +2000,7 @@ def grow_report(bench):
     runs = [r for r in bench.runs if r["mode"] in ("grow-throughput", "grow-latency")]
     if not runs:
         return ""
-    cfgs = []
-    for r in runs:
-        k = (r["brokers"], r["size"], r["acks"])
-        if k not in cfgs:
-            cfgs.append(k)
+    cfgs = configs(runs)
     rounds = 1 + max(r["round"] for r in runs)
     base = " ".join(f"{k}={v}" for k, v in Ours("").props("all").items() if k != "acks")
     L = ["## Growing batches against batch.grow.max.bytes=0 (ours)\n"]
@@ -2037,11 +2032,7 @@ def baseline_report(bench):
     if not runs:
         return ""
     old = next(r["peer"] for r in runs if r["peer"] != "ours")
-    cfgs = []
-    for r in runs:
-        k = (r["brokers"], r["size"], r["acks"])
-        if k not in cfgs:
-            cfgs.append(k)
+    cfgs = configs(runs)
     rounds = 1 + max(r["round"] for r in runs)
     L = [f"## Ours against {old}\n"]
     L.append(f"Ours and {old} (the commit whose runs made the producer tables' offered rates, GROW_RATES) at the "

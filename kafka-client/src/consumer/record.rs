@@ -72,6 +72,24 @@ pub struct ConsumerRecord {
     pub leader_epoch: Option<i32>,
 }
 
+#[cfg(test)]
+impl ConsumerRecord {
+    /// A record of `topic`/`partition` at `offset` with no key, value, headers or epoch.
+    pub(crate) fn bare(topic: Arc<str>, partition: i32, offset: i64) -> Self {
+        ConsumerRecord {
+            topic,
+            partition,
+            offset,
+            timestamp: 0,
+            timestamp_type: TimestampType::CreateTime,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            leader_epoch: None,
+        }
+    }
+}
+
 impl ConsumerRecord {
     /// The record's partition.
     pub fn topic_partition(&self) -> TopicPartition {

@@ -409,19 +409,11 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::consumer::record::TimestampType;
 
     fn rec(tp: &TopicPartition, offset: i64) -> ConsumerRecord {
         ConsumerRecord {
-            topic: tp.topic.clone(),
-            partition: tp.partition,
-            offset,
-            timestamp: 0,
-            timestamp_type: TimestampType::CreateTime,
-            key: None,
-            value: None,
-            headers: Vec::new(),
             leader_epoch: Some(1),
+            ..ConsumerRecord::bare(tp.topic.clone(), tp.partition, offset)
         }
     }
 

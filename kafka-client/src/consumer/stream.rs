@@ -390,20 +390,9 @@ pub type CommitFuture = Completion<Result<(), ConsumerError>>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::consumer::TimestampType;
 
     fn record(topic: &Arc<str>, partition: i32, offset: i64) -> ConsumerRecord {
-        ConsumerRecord {
-            topic: topic.clone(),
-            partition,
-            offset,
-            timestamp: 0,
-            timestamp_type: TimestampType::CreateTime,
-            key: None,
-            value: None,
-            headers: Vec::new(),
-            leader_epoch: None,
-        }
+        ConsumerRecord::bare(topic.clone(), partition, offset)
     }
 
     fn positions(t: &Taken) -> Vec<(i32, i64)> {
