@@ -325,7 +325,7 @@ impl Drop for RecordStream {
 #[derive(Default)]
 struct Taken {
     records: std::vec::IntoIter<ConsumerRecord>,
-    len: usize,
+    /// In batch order; the last one ends where the batch does.
     runs: Vec<Run>,
 }
 
@@ -357,7 +357,6 @@ impl Taken {
             }
         }
         Taken {
-            len: batch.len(),
             records: batch.into_iter(),
             runs,
         }
@@ -366,7 +365,8 @@ impl Taken {
     /// Per partition yielded from, the position after what was yielded: after a run's last
     /// record, or at the first record not yielded of a run read in part.
     fn positions(&self) -> impl Iterator<Item = (TopicPartition, i64)> + '_ {
-        let read = self.len - self.records.len();
+        let len = self.runs.last().map_or(0, |run| run.end);
+        let read = len - self.records.len();
         let next = self.records.as_slice().first().map(|r| r.offset);
         let mut start = 0;
         self.runs.iter().map_while(move |run| {

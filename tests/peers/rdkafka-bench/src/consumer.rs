@@ -133,20 +133,20 @@ fn stream(args: &Args, config: &ClientConfig) -> ExitCode {
         Err(code) => return code,
     };
     let mut messages = consumer.stream();
-    let (mut n, mut bytes) = (0u64, 0u64);
+    let mut bytes = 0u64;
     let count = Cell::new(0u64);
     let read = rt.block_on(with_watchdog(&count, async {
         while let Some(item) = messages.next().await {
-            let m = item.map_err(|e| format!("stream after {n} records: {e}"))?;
-            n += 1;
+            let m = item.map_err(|e| format!("stream after {} records: {e}", count.get()))?;
             bytes += (m.key_len() + m.payload_len()) as u64;
-            count.set(n);
-            if n == args.records {
+            count.set(count.get() + 1);
+            if count.get() == args.records {
                 return Ok(());
             }
         }
-        Err(format!("the stream ended after {n} records"))
+        Err(format!("the stream ended after {} records", count.get()))
     }));
+    let n = count.get();
     if let Err(e) = read {
         eprintln!("rdkafka-bench consume: {e}");
         return ExitCode::FAILURE;
