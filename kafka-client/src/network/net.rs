@@ -59,8 +59,13 @@ impl<T: MetadataContext> Net<T> {
 
     /// Registers the bootstrap servers as nodes (negative ids, as in Java) until the first
     /// metadata answer names the real brokers. Returns contexts lost by address changes.
+    ///
+    /// Also whenever the cluster view names no broker (a lone broker in controlled shutdown
+    /// answers without itself): the nodes [`any_node`](Self::any_node) then falls back to
+    /// must exist, or no connection is attempted again (a producer whose only broker
+    /// restarted stayed without a connection until it was closed).
     pub fn ensure_bootstrap_nodes(&mut self) -> Vec<T> {
-        if self.metadata.is_bootstrapped() {
+        if self.metadata.is_bootstrapped() && !self.metadata.cluster().brokers.is_empty() {
             return Vec::new();
         }
         let servers = self.metadata.bootstrap_servers().to_vec();
@@ -223,5 +228,65 @@ impl<T: MetadataContext> Net<T> {
     pub fn rebase(&mut self, by: Duration) {
         self.client.rebase(by);
         self.metadata.rebase(by);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::NetworkConfig;
+    use crate::protocol::messages::metadata::MetadataBroker;
+
+    #[derive(Debug)]
+    struct Ctx;
+
+    impl MetadataContext for Ctx {
+        fn metadata() -> Self {
+            Ctx
+        }
+    }
+
+    fn answer(brokers: &[i32]) -> MetadataResponse {
+        let broker = |node_id| MetadataBroker {
+            node_id,
+            host: "127.0.0.1".into(),
+            port: 1,
+            rack: None,
+        };
+        MetadataResponse {
+            throttle_time_ms: 0,
+            brokers: brokers.iter().map(|&id| broker(id)).collect(),
+            cluster_id: None,
+            controller_id: -1,
+            topics: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_cluster_view_without_brokers_connects_through_the_bootstrap_servers_again() {
+        let mut common = CommonConfig::default();
+        common.set("bootstrap.servers", "127.0.0.1:1").unwrap();
+        let (events, _rx) = std::sync::mpsc::channel();
+        let client = NetworkClient::new(NetworkConfig::new(&common, 5), events);
+        let mut net: Net<Ctx> = Net::new(client, &common);
+        net.ensure_bootstrap_nodes();
+        assert!(net.client.knows(-1));
+        let now = Instant::now();
+        // The first answer names broker 1: the bootstrap node gives way to it.
+        net.apply_metadata(&answer(&[1]), now);
+        assert!(net.client.knows(1) && !net.client.knows(-1));
+        // The only broker, shutting down, answers without itself.
+        net.apply_metadata(&answer(&[]), now);
+        net.ensure_bootstrap_nodes();
+        assert!(
+            net.client.knows(-1),
+            "the node any_node falls back to exists"
+        );
+        assert_eq!(net.any_node(now), None, "not connected yet");
+        assert!(
+            net.client.is_connecting(-1),
+            "a connection attempt has started"
+        );
+        net.client.close_all("test");
     }
 }
