@@ -65,7 +65,7 @@ impl<T: MetadataContext> Net<T> {
     /// must exist, or no connection is attempted again (a producer whose only broker
     /// restarted stayed without a connection until it was closed).
     pub fn ensure_bootstrap_nodes(&mut self) -> Vec<T> {
-        if self.metadata.is_bootstrapped() && !self.metadata.cluster().brokers.is_empty() {
+        if self.names_brokers() {
             return Vec::new();
         }
         let servers = self.metadata.bootstrap_servers().to_vec();
@@ -76,8 +76,13 @@ impl<T: MetadataContext> Net<T> {
         lost
     }
 
+    /// Whether the cluster view names brokers (else the bootstrap servers stand in for them).
+    fn names_brokers(&self) -> bool {
+        self.metadata.is_bootstrapped() && !self.metadata.cluster().brokers.is_empty()
+    }
+
     fn candidate_nodes(&self) -> Vec<i32> {
-        if self.metadata.is_bootstrapped() && !self.metadata.cluster().brokers.is_empty() {
+        if self.names_brokers() {
             let mut v: Vec<i32> = self.metadata.cluster().brokers.keys().copied().collect();
             v.sort_unstable();
             v
