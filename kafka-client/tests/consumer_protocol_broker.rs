@@ -525,7 +525,7 @@ fn codecs_and_consumer_messages_against_a_real_broker() {
                 &[],
             );
         }
-        let batch = deflate(w.seal(-1, -1, -1), codec);
+        let batch = deflate(&w.seal(-1, -1, -1).to_vec(), codec);
         let req = ProduceRequest {
             transactional_id: None,
             acks: -1,
@@ -534,7 +534,7 @@ fn codecs_and_consumer_messages_against_a_real_broker() {
                 name: OURS,
                 partitions: vec![PartitionProduceData {
                     index: partition as i32,
-                    records: &batch,
+                    records: batch[..].into(),
                 }],
             }],
         };

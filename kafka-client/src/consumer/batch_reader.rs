@@ -340,7 +340,7 @@ mod tests {
             for i in 0..20u8 {
                 w.append(1000, Some(&[i; 3]), Some(&[i; 10]), &[]);
             }
-            let data = Bytes::copy_from_slice(w.seal(1, 0, 0));
+            let data = Bytes::from(w.seal(1, 0, 0).to_vec());
             let mut budget = DecompressionBudget::new(1 << 20);
             let p = parse_partition_within(
                 &t(),

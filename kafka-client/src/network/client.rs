@@ -9,6 +9,7 @@
 //! every connection knowing exactly what was in flight.
 
 use std::collections::{HashMap, VecDeque};
+use std::io::IoSlice;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
@@ -684,28 +685,53 @@ impl<T> NetworkClient<T> {
         expect_response: bool,
         now: Instant,
     ) -> Result<(i32, Option<T>), (NetworkError, T)> {
-        let timeout = self.config.request_timeout;
+        if let Err(e) = self.write_parts(node_id, &mut [IoSlice::new(frame)]) {
+            return Err((e, context));
+        }
+        let head = (api_key, version, correlation_id);
+        self.sent(node_id, head, context, expect_response, now)
+    }
+
+    /// Writes one frame, given in parts, to the node's connection: the first half of
+    /// [`send_frame`](Self::send_frame) for a frame whose parts borrow from the request's
+    /// context (a Produce request's batches); [`sent`](Self::sent) is the second.
+    pub fn write_parts(
+        &mut self,
+        node_id: i32,
+        parts: &mut [IoSlice<'_>],
+    ) -> Result<(), NetworkError> {
+        let node = self
+            .nodes
+            .get_mut(&node_id)
+            .ok_or(NetworkError::UnknownNode(node_id))?;
+        let conn = node.conn.as_mut().ok_or(NetworkError::NotReady(node_id))?;
+        conn.send_parts(parts)
+    }
+
+    /// Records a written request as in flight, or gives its context back when no response
+    /// will come (an unknown node: the context back with the error).
+    pub fn sent(
+        &mut self,
+        node_id: i32,
+        (api_key, version, correlation_id): (ApiKey, i16, i32),
+        context: T,
+        expect_response: bool,
+        now: Instant,
+    ) -> Result<(i32, Option<T>), (NetworkError, T)> {
+        tracing::trace!(node_id, api = %api_key, version, correlation_id, "request sent");
         let Some(node) = self.nodes.get_mut(&node_id) else {
             return Err((NetworkError::UnknownNode(node_id), context));
         };
-        let Some(conn) = node.conn.as_mut() else {
-            return Err((NetworkError::NotReady(node_id), context));
-        };
-        if let Err(e) = conn.send_frame(frame) {
-            return Err((e, context));
+        if !expect_response {
+            return Ok((correlation_id, Some(context)));
         }
-        tracing::trace!(node_id, api = %api_key, version, correlation_id, bytes = frame.len(), "request sent");
-        if expect_response {
-            node.in_flight.push_back(InFlight {
-                correlation_id,
-                version,
-                deadline: now + timeout,
-                context,
-            });
-            Ok((correlation_id, None))
-        } else {
-            Ok((correlation_id, Some(context)))
-        }
+        node.in_flight.push_back(InFlight {
+            correlation_id,
+            version,
+            deadline: now + self.config.request_timeout,
+            context,
+        });
+        Ok((correlation_id, None))
     }
 
     /// Matches an event from a reader thread with its request.

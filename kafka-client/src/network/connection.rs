@@ -169,10 +169,10 @@ impl BrokerConnection {
         self.writer.try_clone()
     }
 
-    /// Writes one complete frame.
-    pub fn send_frame(&mut self, frame: &[u8]) -> Result<(), NetworkError> {
+    /// Writes one complete frame, given in parts.
+    pub fn send_parts(&mut self, parts: &mut [std::io::IoSlice<'_>]) -> Result<(), NetworkError> {
         self.writer
-            .write_frame(frame)
+            .write_parts(parts)
             .map_err(|e| NetworkError::Io {
                 addr: self.addr,
                 source: e,

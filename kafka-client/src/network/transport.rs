@@ -10,7 +10,7 @@
 //! stall the other while the broker is slow to read or to write (the broker itself reads the
 //! next request of a connection only after sending the previous response).
 
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 
@@ -130,12 +130,20 @@ impl FrameWriter {
 
     /// Writes one complete frame.
     pub fn write_frame(&mut self, frame: &[u8]) -> io::Result<()> {
+        self.write_parts(&mut [IoSlice::new(frame)])
+    }
+
+    /// Writes one complete frame given in parts (a Produce request's records are written
+    /// from the batches' own buffers: no copy into a request buffer).
+    pub fn write_parts(&mut self, parts: &mut [IoSlice<'_>]) -> io::Result<()> {
         match self {
-            FrameWriter::Plain(s) => s.write_all(frame),
+            FrameWriter::Plain(s) => write_all_vectored(s, parts),
             FrameWriter::Tls { shared, out } => {
                 out.clear();
                 let mut conn = shared.conn.lock();
-                conn.writer().write_all(frame)?;
+                for part in parts.iter() {
+                    conn.writer().write_all(part)?;
+                }
                 // Lock order: the session, then the socket. The session is released before the
                 // socket write blocks, so the reader goes on decrypting meanwhile.
                 let mut sock = shared.sock.lock();
@@ -151,6 +159,21 @@ impl FrameWriter {
             }
         }
     }
+}
+
+/// `Write::write_all_vectored`, which is not stable: writes every part, in as few calls as the
+/// socket takes them.
+fn write_all_vectored(w: &mut impl Write, mut parts: &mut [IoSlice<'_>]) -> io::Result<()> {
+    IoSlice::advance_slices(&mut parts, 0); // past empty parts
+    while !parts.is_empty() {
+        match w.write_vectored(parts) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut parts, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The read half of an open connection, for the reader thread.
@@ -226,5 +249,65 @@ impl TlsReader {
             }
             let _ = sock.write_all(&out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Takes at most 3 bytes per call, and sometimes none but an interruption.
+    struct Trickle {
+        got: Vec<u8>,
+        calls: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.calls += 1;
+            if self.calls.is_multiple_of(4) {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(3);
+            self.got.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_frame_in_parts_is_written_whole_however_the_socket_takes_it() {
+        let (a, b, c) = (*b"size", [7u8; 20], *b"tail!");
+        let mut parts = [
+            IoSlice::new(&[]),
+            IoSlice::new(&a),
+            IoSlice::new(&[]),
+            IoSlice::new(&b),
+            IoSlice::new(&c),
+        ];
+        let mut w = Trickle {
+            got: Vec::new(),
+            calls: 0,
+        };
+        write_all_vectored(&mut w, &mut parts).unwrap();
+        assert_eq!(w.got, [&a[..], &b, &c].concat());
+    }
+
+    #[test]
+    fn a_socket_that_takes_nothing_is_an_error_not_a_spin() {
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Ok(0)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let err = write_all_vectored(&mut Full, &mut [IoSlice::new(b"x")]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WriteZero);
     }
 }

@@ -1078,12 +1078,20 @@ impl RecordAccumulator {
 
     /// Releases a completed batch's memory and wakes flushes and blocked senders.
     pub fn deallocate(&self, batch: &ProducerBatch) {
-        self.deallocate_all(std::slice::from_ref(batch));
+        self.release(std::slice::from_ref(batch));
     }
 
     /// Releases the memory of completed batches (a whole produce response's) under one lock
-    /// and wakes flushes and blocked senders once.
-    pub fn deallocate_all(&self, batches: &[ProducerBatch]) {
+    /// and wakes flushes and blocked senders once. Their buffers are freed first: what
+    /// `buffer.memory` gets back is free when a waiting sender takes it (given back before,
+    /// a response's batches, up to a megabyte each, were memory beside `buffer.memory` until
+    /// dropped).
+    pub fn deallocate_all(&self, batches: &mut [ProducerBatch]) {
+        batches.iter_mut().for_each(|b| b.writer.free());
+        self.release(batches);
+    }
+
+    fn release(&self, batches: &[ProducerBatch]) {
         if batches.is_empty() {
             return;
         }
@@ -1368,7 +1376,7 @@ pub(crate) mod tests {
         for b in &mut taken {
             b.complete(Err(ProduceError::Closed { reason: None }));
         }
-        acc.deallocate_all(&taken);
+        acc.deallocate_all(&mut taken);
         let st = acc.state.lock();
         let left: usize = st.topics[st.index["t"]].queues[0]
             .iter()
@@ -1521,7 +1529,7 @@ pub(crate) mod tests {
             send(&acc, &value);
         }
         let p = current_partition(&acc).unwrap();
-        let sent = drain(&acc);
+        let mut sent = drain(&acc);
         assert_eq!(sent.len(), 1);
         send(&acc, &value);
         assert_eq!(current_partition(&acc), Some(p));
@@ -1532,13 +1540,13 @@ pub(crate) mod tests {
                 "no switch"
             );
         }
-        acc.deallocate_all(&sent);
+        acc.deallocate_all(&mut sent);
         // Past batch.size with no batch open: the next record goes elsewhere (its first
         // batch there), as Java does when every batch of the partition is full.
         for _ in 0..120 {
             send(&acc, &value);
         }
-        let sent = drain(&acc);
+        let mut sent = drain(&acc);
         assert_eq!(sent.iter().map(|b| b.record_count()).sum::<usize>(), 121);
         send(&acc, &value);
         let all = batches(&acc);
@@ -1548,7 +1556,7 @@ pub(crate) mod tests {
         let i = st.index["t"];
         assert!(st.topics[i].sticky.produced() < 200, "a fresh partition");
         drop(st);
-        acc.deallocate_all(&sent);
+        acc.deallocate_all(&mut sent);
     }
 
     #[test]

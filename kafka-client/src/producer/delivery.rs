@@ -14,7 +14,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::error::ProduceError;
 use super::record::RecordMetadata;
-use crate::large_buffers::release_large;
+use crate::large_buffers::Chunked;
 
 /// A callback invoked once per record with its outcome, on the producer's I/O thread: keep it
 /// short (hand work to another thread).
@@ -97,9 +97,10 @@ impl BatchResult {
 /// completes.
 ///
 /// Callbacks of one closure type (the usual case: one call site of `send_with_callback`) are
-/// kept unboxed side by side in one vector sized for the batch: no allocation per record on
-/// the sending thread, and one free per batch (not one per record) on the I/O thread. A
-/// callback of another type turns the batch's list into boxed callbacks, order kept.
+/// kept unboxed side by side in a list whose first chunk is sized for the batch: no allocation
+/// per record on the sending thread, and one free per batch (not one per record) on the I/O
+/// thread; a batch that grows past its size adds chunks (see [`Chunked`]). A callback of
+/// another type turns the batch's list into boxed callbacks, order kept.
 #[derive(Default)]
 pub(crate) struct BatchCallbacks {
     store: Store,
@@ -110,18 +111,18 @@ enum Store {
     #[default]
     Empty,
     Typed(Box<dyn TypedCallbacks>),
-    Boxed(Vec<(i32, i64, Callback)>),
+    Boxed(Chunked<(i32, i64, Callback)>),
 }
 
-/// `Vec<(index, timestamp, F)>` for one closure type `F`, behind a trait object.
+/// `(index, timestamp, F)` for one closure type `F`, behind a trait object.
 trait TypedCallbacks: Any + Send {
     fn complete(&mut self, result: &BatchResult, outcome: &BatchOutcome);
-    fn into_boxed(self: Box<Self>) -> Vec<(i32, i64, Callback)>;
-    /// What the next push allocates (the list doubles when full), in bytes.
+    fn into_boxed(self: Box<Self>) -> Chunked<(i32, i64, Callback)>;
+    /// What the next push allocates, in bytes.
     fn growth_on_push(&self) -> usize;
 }
 
-struct Typed<F>(Vec<(i32, i64, F)>);
+struct Typed<F>(Chunked<(i32, i64, F)>);
 
 fn run_callback<F>(f: F, result: &BatchResult, outcome: &BatchOutcome, index: i32, timestamp: i64)
 where
@@ -139,17 +140,16 @@ where
     F: FnOnce(Result<RecordMetadata, ProduceError>) + Send + 'static,
 {
     fn complete(&mut self, result: &BatchResult, outcome: &BatchOutcome) {
-        for (index, timestamp, f) in self.0.drain(..) {
+        self.0.drain_with(|(index, timestamp, f)| {
             run_callback(f, result, outcome, index, timestamp);
-        }
-        release_large(&mut self.0);
+        });
     }
 
-    fn into_boxed(self: Box<Self>) -> Vec<(i32, i64, Callback)> {
-        let mut out: Vec<(i32, i64, Callback)> = Vec::with_capacity(self.0.capacity());
-        for (index, timestamp, f) in self.0 {
-            out.push((index, timestamp, Box::new(f)));
-        }
+    fn into_boxed(mut self: Box<Self>) -> Chunked<(i32, i64, Callback)> {
+        let mut out = Chunked::with_capacity(self.0.capacity());
+        self.0.drain_with(|(index, timestamp, f)| {
+            out.push((index, timestamp, Box::new(f) as Callback))
+        });
         out
     }
 
@@ -158,13 +158,9 @@ where
     }
 }
 
-/// What pushing onto `v` allocates: its size again when it is full (`Vec` doubles).
-fn growth<T>(v: &Vec<T>) -> usize {
-    if v.len() < v.capacity() {
-        0
-    } else {
-        v.capacity().max(4) * std::mem::size_of::<T>()
-    }
+/// What pushing onto `v` allocates, in bytes.
+fn growth<T>(v: &Chunked<T>) -> usize {
+    v.growth(1) * std::mem::size_of::<T>()
 }
 
 /// The room [`BatchCallbacks::push`] allocates for a batch's first callback of type `F`.
@@ -193,7 +189,8 @@ impl BatchCallbacks {
         match &mut self.store {
             Store::Empty => {
                 let bytes = first_list_bytes::<F>(expected, max_bytes);
-                let mut v = Vec::with_capacity(bytes / std::mem::size_of::<(i32, i64, F)>().max(1));
+                let mut v =
+                    Chunked::with_capacity(bytes / std::mem::size_of::<(i32, i64, F)>().max(1));
                 v.push((index, timestamp, f));
                 self.store = Store::Typed(Box::new(Typed(v)));
                 bytes
@@ -238,12 +235,9 @@ impl BatchCallbacks {
         match std::mem::take(&mut self.store) {
             Store::Empty => {}
             Store::Typed(mut list) => list.complete(result, outcome),
-            Store::Boxed(mut v) => {
-                for (index, timestamp, f) in v.drain(..) {
-                    run_callback(f, result, outcome, index, timestamp);
-                }
-                release_large(&mut v);
-            }
+            Store::Boxed(mut v) => v.drain_with(|(index, timestamp, f)| {
+                run_callback(f, result, outcome, index, timestamp);
+            }),
         }
     }
 }

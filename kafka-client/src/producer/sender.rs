@@ -7,6 +7,7 @@
 //! touches the network happens here, a checkpoint is a command to this thread: drain, close
 //! every connection, wait; and a restore is another: re-bootstrap, new producer id, go on.
 
+use std::io::IoSlice;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender as ChannelSender};
@@ -28,7 +29,7 @@ use crate::protocol::messages::{
     InitProducerIdRequest, MetadataRequest, ProduceRequest, ProduceResponse,
     produce::{PartitionProduceData, TopicProduceData},
 };
-use crate::protocol::{ApiKey, ErrorCode, encode_frame_into};
+use crate::protocol::{ApiKey, ErrorCode, encode_produce_frame};
 
 /// What the producer's API asks of the sender thread.
 #[derive(Debug)]
@@ -81,10 +82,13 @@ pub(crate) struct Sender {
     security_error: Option<Arc<str>>,
     /// The transactional producer's coordinator I/O.
     txn: Option<TxnIo>,
-    /// The buffer Produce requests are encoded into, kept from one to the next (at most
-    /// `max.request.size` and a header): a fresh one per request, freed after its write, made
-    /// the allocator hand the next batches memory it then kept (peak RSS above buffer.memory).
+    /// The buffer Produce requests are encoded into, kept from one to the next: all of a
+    /// request but its records, which are written from the batches' own chunks (one gathering
+    /// write; the copy of every byte into a request buffer cost CPU and up to
+    /// `max.request.size` of memory beside `buffer.memory`).
     frame: Vec<u8>,
+    /// Where in `frame` each batch's records belong (one per batch, in the request's order).
+    records_at: Vec<usize>,
 }
 
 /// Produce v12 means transactions v2 (partitions added by the Produce request itself); this
@@ -132,6 +136,7 @@ impl Sender {
             security_error: None,
             txn,
             frame: Vec::new(),
+            records_at: Vec::new(),
         }
     }
 
@@ -548,7 +553,7 @@ impl Sender {
         drained.next_ready
     }
 
-    fn send_batches(&mut self, node: i32, batches: Vec<ProducerBatch>, now: Instant) {
+    fn send_batches(&mut self, node: i32, mut batches: Vec<ProducerBatch>, now: Instant) {
         let transactional_id = self.txn.as_ref().map(|t| t.mgr.transactional_id());
         let max_version = match transactional_id {
             Some(_) => TXN_V1_MAX_PRODUCE_VERSION,
@@ -562,9 +567,62 @@ impl Sender {
             Ok(x) => x,
             Err(e) => return self.unsent(node, batches, e),
         };
+        let records: usize = batches.iter().map(ProducerBatch::record_count).sum();
+        let bytes: usize = batches.iter().map(|b| b.writer.bytes().len()).sum();
+        let count = batches.len() as u64;
+        let expect_response = self.config.acks != Acks::None;
+        let written = self.write_produce(node, version, corr, &mut batches, transactional_id);
+        if let Err(e) = written {
+            return self.unsent(node, batches, e);
+        }
+        let head = (ApiKey::Produce, version, corr);
+        let context = RequestContext::Produce(batches);
+        let result = self
+            .net
+            .client
+            .sent(node, head, context, expect_response, now);
+        match result {
+            Ok((_, None)) => {
+                self.produce_in_flight += 1;
+                Counters::add(&self.counters.requests_sent, 1);
+                Counters::add(&self.counters.batches_sent, count);
+                Counters::add(&self.counters.bytes_sent, bytes as u64);
+                tracing::trace!(node, records, bytes, "produce request sent");
+            }
+            Ok((_, Some(RequestContext::Produce(batches)))) => {
+                // acks=0: written is delivered; the broker will not answer.
+                Counters::add(&self.counters.requests_sent, 1);
+                Counters::add(&self.counters.batches_sent, count);
+                Counters::add(&self.counters.bytes_sent, bytes as u64);
+                let mut done = Vec::with_capacity(batches.len());
+                for b in batches {
+                    self.idem.release(&b);
+                    self.succeed(b, -1, -1, &mut done);
+                }
+                self.acc.deallocate_all(&mut done);
+            }
+            Ok((_, Some(_))) => {}
+            Err((e, RequestContext::Produce(batches))) => self.unsent(node, batches, e),
+            Err((e, _)) => self.disconnect(node, &e.to_string()),
+        }
+    }
+
+    /// Encodes the Produce request of `batches` (all but their records) and writes it with
+    /// their records from their own chunks.
+    fn write_produce(
+        &mut self,
+        node: i32,
+        version: i16,
+        corr: i32,
+        batches: &mut [ProducerBatch],
+        transactional_id: Option<Arc<str>>,
+    ) -> Result<(), NetworkError> {
+        // Batches of one topic side by side, as the request lists them: the records' places
+        // in the frame then follow the batches' order.
+        batches.sort_by(|a, b| a.topic.cmp(&b.topic));
         {
             let mut topics: Vec<TopicProduceData<'_>> = Vec::new();
-            for b in &batches {
+            for b in batches.iter() {
                 let data = PartitionProduceData {
                     index: b.partition,
                     records: b.writer.bytes(),
@@ -589,46 +647,18 @@ impl Sender {
                 topics,
             };
             let client_id = Some(&*self.config.common.client_id);
-            encode_frame_into(&req, version, corr, client_id, &mut self.frame);
+            let (frame, at) = (&mut self.frame, &mut self.records_at);
+            encode_produce_frame(&req, version, corr, client_id, frame, at);
         }
-        let records: usize = batches.iter().map(ProducerBatch::record_count).sum();
-        let bytes: usize = batches.iter().map(|b| b.writer.bytes().len()).sum();
-        let count = batches.len() as u64;
-        let expect_response = self.config.acks != Acks::None;
-        let result = self.net.client.send_frame(
-            node,
-            ApiKey::Produce,
-            version,
-            corr,
-            &self.frame,
-            RequestContext::Produce(batches),
-            expect_response,
-            now,
-        );
-        match result {
-            Ok((_, None)) => {
-                self.produce_in_flight += 1;
-                Counters::add(&self.counters.requests_sent, 1);
-                Counters::add(&self.counters.batches_sent, count);
-                Counters::add(&self.counters.bytes_sent, bytes as u64);
-                tracing::trace!(node, records, bytes, "produce request sent");
-            }
-            Ok((_, Some(RequestContext::Produce(batches)))) => {
-                // acks=0: written is delivered; the broker will not answer.
-                Counters::add(&self.counters.requests_sent, 1);
-                Counters::add(&self.counters.batches_sent, count);
-                Counters::add(&self.counters.bytes_sent, bytes as u64);
-                let mut done = Vec::with_capacity(batches.len());
-                for b in batches {
-                    self.idem.release(&b);
-                    self.succeed(b, -1, -1, &mut done);
-                }
-                self.acc.deallocate_all(&done);
-            }
-            Ok((_, Some(_))) => {}
-            Err((e, RequestContext::Produce(batches))) => self.unsent(node, batches, e),
-            Err((e, _)) => self.disconnect(node, &e.to_string()),
+        let mut parts = Vec::with_capacity(2 * batches.len() + 1);
+        let mut from = 0;
+        for (&at, b) in self.records_at.iter().zip(batches.iter()) {
+            parts.push(IoSlice::new(&self.frame[from..at]));
+            parts.extend(b.writer.bytes().chunks().map(IoSlice::new));
+            from = at;
         }
+        parts.push(IoSlice::new(&self.frame[from..]));
+        self.net.client.write_parts(node, &mut parts)
     }
 
     /// Batches drained for a request that could not be written: back to their queues.
@@ -856,7 +886,7 @@ impl Sender {
                 }
             }
         }
-        self.acc.deallocate_all(&done);
+        self.acc.deallocate_all(&mut done);
     }
 
     fn retry_or_fail(

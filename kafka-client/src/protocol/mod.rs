@@ -113,8 +113,50 @@ pub fn encode_frame_into<R: Request>(
     client_id: Option<&str>,
     out: &mut Vec<u8>,
 ) {
+    let body = |out: &mut Vec<u8>| request.encode(version, out);
+    let hint = request.size_hint();
+    encode_frame_with::<R>(version, correlation_id, client_id, out, hint, 0, body);
+}
+
+/// A Produce request's frame without its records: `records_at` gets the offset in `out` at
+/// which each partition's batch belongs, in the request's order, for a gathering write that
+/// sends them from the batches' own buffers (no copy of every byte into a request buffer
+/// that, at `max.request.size`, would be memory beside `buffer.memory`).
+pub fn encode_produce_frame(
+    request: &messages::ProduceRequest<'_>,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<&str>,
+    out: &mut Vec<u8>,
+    records_at: &mut Vec<usize>,
+) {
+    records_at.clear();
+    let records = request.records_len();
+    let hint = request.size_hint() - records;
+    let body = |out: &mut Vec<u8>| request.encode_without_records(version, out, records_at);
+    encode_frame_with::<messages::ProduceRequest<'_>>(
+        version,
+        correlation_id,
+        client_id,
+        out,
+        hint,
+        records,
+        body,
+    );
+}
+
+/// A frame's size, header and body (`body`'s bytes and `elsewhere` bytes written apart).
+fn encode_frame_with<R: Request>(
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<&str>,
+    out: &mut Vec<u8>,
+    size_hint: usize,
+    elsewhere: usize,
+    body: impl FnOnce(&mut Vec<u8>),
+) {
     let client_id_len = client_id.map_or(0, str::len);
-    let needed = request.size_hint() + client_id_len + 32;
+    let needed = size_hint + client_id_len + 32;
     out.clear();
     if out.capacity() < needed {
         // A new buffer rather than `reserve`, whose `realloc` would copy the last request.
@@ -129,8 +171,8 @@ pub fn encode_frame_into<R: Request>(
         client_id: client_id.map(str::to_owned),
     }
     .encode(R::request_header_version(version), out);
-    request.encode(version, out);
-    let size = (out.len() - 4) as i32;
+    body(out);
+    let size = (out.len() - 4 + elsewhere) as i32;
     out[..4].copy_from_slice(&size.to_be_bytes());
 }
 

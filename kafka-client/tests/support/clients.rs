@@ -101,7 +101,7 @@ pub fn fill(c: &FakeCluster, partition: i32, values: &[&str]) {
     for v in values {
         w.append(1_700_000_000_000, None, Some(v.as_bytes()), &[]);
     }
-    c.append(T, partition, w.seal(-1, -1, -1));
+    c.append(T, partition, &w.seal(-1, -1, -1).to_vec());
 }
 
 /// Polls until `n` records came, or an error.

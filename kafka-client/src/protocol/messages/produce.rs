@@ -4,15 +4,17 @@
 //! the new leader as a tagged field of a failed partition (KIP-951).
 
 use crate::protocol::primitives::{ReadType, Reader, WriteExt, WriteType};
+use crate::protocol::record::BatchBytes;
 use crate::protocol::{ApiKey, DecodeError, ErrorCode, Request, Response};
 
-/// One partition's records: an encoded record batch, borrowed to avoid a copy.
+/// One partition's records: an encoded record batch, borrowed to avoid a copy (in the chunks
+/// the producer wrote it into).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionProduceData<'a> {
     /// Partition index.
     pub index: i32,
     /// One or more encoded record batches.
-    pub records: &'a [u8],
+    pub records: BatchBytes<'a>,
 }
 
 /// One topic's partitions.
@@ -46,22 +48,9 @@ impl Request for ProduceRequest<'_> {
     const CLIENT_THROTTLES_FROM: i16 = 6;
 
     fn encode(&self, version: i16, out: &mut Vec<u8>) {
-        let flexible = Self::is_flexible(version);
-        out.put_nullable_string(self.transactional_id, flexible);
-        self.acks.write(out);
-        self.timeout_ms.write(out);
-        out.put_length(Some(self.topics.len()), flexible);
-        for t in &self.topics {
-            out.put_string(t.name, flexible);
-            out.put_length(Some(t.partitions.len()), flexible);
-            for p in &t.partitions {
-                p.index.write(out);
-                out.put_nullable_bytes(Some(p.records), flexible);
-                out.put_empty_tagged_fields(flexible);
-            }
-            out.put_empty_tagged_fields(flexible);
-        }
-        out.put_empty_tagged_fields(flexible);
+        self.encode_parts(version, out, |out, records| {
+            records.chunks().for_each(|c| out.extend_from_slice(c));
+        });
     }
 
     fn size_hint(&self) -> usize {
@@ -77,6 +66,49 @@ impl Request for ProduceRequest<'_> {
 }
 
 impl<'a> ProduceRequest<'a> {
+    /// [`encode`](Request::encode) without the records' bytes: `records_at` gets, for each
+    /// partition in order, the offset in `out` where its batch's bytes belong.
+    pub fn encode_without_records(
+        &self,
+        version: i16,
+        out: &mut Vec<u8>,
+        records_at: &mut Vec<usize>,
+    ) {
+        self.encode_parts(version, out, |out, _| records_at.push(out.len()));
+    }
+
+    /// The records' bytes of every partition.
+    pub fn records_len(&self) -> usize {
+        let partitions = self.topics.iter().flat_map(|t| &t.partitions);
+        partitions.map(|p| p.records.len()).sum()
+    }
+
+    /// The request, each partition's records handed to `records` (after their length).
+    fn encode_parts(
+        &self,
+        version: i16,
+        out: &mut Vec<u8>,
+        mut records: impl FnMut(&mut Vec<u8>, BatchBytes<'_>),
+    ) {
+        let flexible = Self::is_flexible(version);
+        out.put_nullable_string(self.transactional_id, flexible);
+        self.acks.write(out);
+        self.timeout_ms.write(out);
+        out.put_length(Some(self.topics.len()), flexible);
+        for t in &self.topics {
+            out.put_string(t.name, flexible);
+            out.put_length(Some(t.partitions.len()), flexible);
+            for p in &t.partitions {
+                p.index.write(out);
+                out.put_length(Some(p.records.len()), flexible);
+                records(out, p.records);
+                out.put_empty_tagged_fields(flexible);
+            }
+            out.put_empty_tagged_fields(flexible);
+        }
+        out.put_empty_tagged_fields(flexible);
+    }
+
     /// Decodes a request body (tests that play the broker).
     pub fn decode(r: &mut Reader<'a>, version: i16) -> Result<Self, DecodeError> {
         let flexible = Self::is_flexible(version);
@@ -93,7 +125,10 @@ impl<'a> ProduceRequest<'a> {
                     .nullable_bytes(flexible)?
                     .ok_or(DecodeError::UnexpectedNull("records"))?;
                 r.skip_tagged_fields(flexible)?;
-                Ok(PartitionProduceData { index, records })
+                Ok(PartitionProduceData {
+                    index,
+                    records: records.into(),
+                })
             })?;
             r.skip_tagged_fields(flexible)?;
             Ok(TopicProduceData { name, partitions })
@@ -313,6 +348,46 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_frame_without_its_records_and_the_records_in_place_is_the_whole_frame() {
+        use crate::protocol::{encode_frame, encode_produce_frame};
+        let (a, b1, b2) = ([1u8; 70], [2u8; 5], [3u8; 9]);
+        let grown = vec![b2.to_vec(), vec![4u8; 3]];
+        let chunked = BatchBytes::new(&b1, &grown);
+        for v in ProduceRequest::MIN_VERSION..=ProduceRequest::MAX_VERSION {
+            let part = |index, records| PartitionProduceData { index, records };
+            let req = ProduceRequest {
+                transactional_id: Some("tx"),
+                acks: -1,
+                timeout_ms: 30_000,
+                topics: vec![
+                    TopicProduceData {
+                        name: "t",
+                        partitions: vec![part(0, a[..].into()), part(3, chunked)],
+                    },
+                    TopicProduceData {
+                        name: "u",
+                        partitions: vec![part(1, b2[..].into())],
+                    },
+                ],
+            };
+            let whole = encode_frame(&req, v, 7, Some("me"));
+            let (mut frame, mut at) = (Vec::new(), Vec::new());
+            encode_produce_frame(&req, v, 7, Some("me"), &mut frame, &mut at);
+            assert_eq!(at.len(), 3);
+            let mut gathered = Vec::new();
+            let mut from = 0;
+            let records = req.topics.iter().flat_map(|t| &t.partitions);
+            for (&at, p) in at.iter().zip(records) {
+                gathered.extend_from_slice(&frame[from..at]);
+                gathered.extend_from_slice(&p.records.to_vec());
+                from = at;
+            }
+            gathered.extend_from_slice(&frame[from..]);
+            assert_eq!(gathered, whole, "v{v}");
+        }
+    }
+
+    #[test]
     fn roundtrip_every_version() {
         for v in ProduceRequest::MIN_VERSION..=ProduceRequest::MAX_VERSION {
             let batch = [1u8, 2, 3];
@@ -324,7 +399,7 @@ pub(crate) mod tests {
                     name: "t",
                     partitions: vec![PartitionProduceData {
                         index: 2,
-                        records: &batch,
+                        records: batch[..].into(),
                     }],
                 }],
             };

@@ -7,7 +7,7 @@
 //! @57, records @61.
 
 use super::{Compression, Header, OwnedHeader, Record, shared_buffer};
-use crate::large_buffers::release_large;
+use crate::large_buffers::{Chunked, release_large};
 use crate::protocol::DecodeError;
 use crate::protocol::primitives::{
     ReadType, Reader, Varint, Varlong, WriteType, varint_len, varlong_len,
@@ -99,7 +99,9 @@ pub const MAX_DECOMPRESSED_BATCH: usize = 64 * 1024 * 1024;
 /// With compression, the records section is compressed once, at the first `seal`.
 #[derive(Debug)]
 pub struct BatchWriter {
-    buf: Vec<u8>,
+    /// Header and records, in chunks (a batch that keeps growing copies nothing and maps
+    /// nothing of its own: see [`Chunked`]).
+    buf: Chunked<u8>,
     compressed: Option<Vec<u8>>,
     count: i32,
     base_timestamp: i64,
@@ -108,21 +110,62 @@ pub struct BatchWriter {
     transactional: bool,
 }
 
-/// How much a batch's buffer grows when `needed` more bytes do not fit after `len`: exactly
-/// the record for a batch's first bytes past its allocation (a full batch must not double its
-/// buffer for its last bytes), a quarter of what it holds for one that keeps growing
-/// (`batch.grow.max.bytes`): its slack stays under a quarter (doubling would leave up to half
-/// of every grown batch allocated and unused, memory `buffer.memory` does not see), and the
-/// copies stay linear in its size.
-fn growth(len: usize, needed: usize) -> usize {
-    needed.max(len / 4)
+/// An encoded batch as the writer holds it: its first chunk (header included) and the chunks
+/// it grew into. Sent as one `bytes` field; compared by content.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchBytes<'a> {
+    head: &'a [u8],
+    tail: &'a [Vec<u8>],
 }
+
+impl<'a> BatchBytes<'a> {
+    /// A batch's first chunk and the chunks it grew into.
+    pub fn new(head: &'a [u8], tail: &'a [Vec<u8>]) -> Self {
+        Self { head, tail }
+    }
+
+    /// The chunks in order.
+    pub fn chunks(&self) -> impl Iterator<Item = &'a [u8]> + use<'a> {
+        std::iter::once(self.head).chain(self.tail.iter().map(Vec::as_slice))
+    }
+
+    /// Bytes in all.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.tail.iter().map(Vec::len).sum::<usize>()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// One contiguous copy.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        self.chunks().for_each(|c| out.extend_from_slice(c));
+        out
+    }
+}
+
+impl<'a> From<&'a [u8]> for BatchBytes<'a> {
+    fn from(head: &'a [u8]) -> Self {
+        Self { head, tail: &[] }
+    }
+}
+
+impl PartialEq for BatchBytes<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.chunks().flatten().eq(other.chunks().flatten())
+    }
+}
+
+impl Eq for BatchBytes<'_> {}
 
 impl BatchWriter {
     /// An empty batch with room for `capacity` bytes.
     pub fn new(capacity: usize, compression: Compression) -> Self {
-        let mut buf = Vec::with_capacity(capacity.max(BATCH_HEADER_SIZE));
-        buf.resize(BATCH_HEADER_SIZE, 0);
+        let mut buf = Chunked::with_capacity(capacity.max(BATCH_HEADER_SIZE));
+        buf.first_mut().resize(BATCH_HEADER_SIZE, 0);
         Self {
             buf,
             compressed: None,
@@ -155,14 +198,9 @@ impl BatchWriter {
         self.buf.capacity()
     }
 
-    /// The bytes allocated once `extra` more are appended (see [`growth`]).
+    /// The bytes allocated once a record of `extra` bytes is appended.
     pub fn capacity_after(&self, extra: usize) -> usize {
-        let room = self.buf.capacity() - self.buf.len();
-        if room >= extra {
-            self.buf.capacity()
-        } else {
-            self.buf.len() + growth(self.buf.len(), extra)
-        }
+        self.buf.capacity() + self.buf.growth(extra)
     }
 
     /// The size `append` would add for this record.
@@ -220,12 +258,9 @@ impl BatchWriter {
             self.max_timestamp = timestamp;
         }
         self.max_timestamp = self.max_timestamp.max(timestamp);
-        let out = &mut self.buf;
+        // A record is written whole into one chunk.
+        let out = self.buf.room(total);
         let start = out.len();
-        let room = out.capacity() - out.len();
-        if room < total {
-            out.reserve_exact(growth(out.len(), total));
-        }
         Varint(body as i32).write(out);
         out.push(0); // record attributes: unused
         Varlong(delta).write(out);
@@ -245,16 +280,27 @@ impl BatchWriter {
     /// Writes the header for sending and returns the complete batch. Called again with other
     /// producer fields (a new producer id after a reset or a restore), it rewrites the header
     /// and the CRC; the records (compressed or not) are untouched.
-    pub fn seal(&mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) -> &[u8] {
+    pub fn seal(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        base_sequence: i32,
+    ) -> BatchBytes<'_> {
         let mut codec = self.compression;
         if codec != Compression::None && self.compressed.is_none() {
             let mut out = Vec::with_capacity(self.buf.len() / 2 + BATCH_HEADER_SIZE);
             out.resize(BATCH_HEADER_SIZE, 0);
-            match crate::protocol::compression::compress(
-                codec,
-                &self.buf[BATCH_HEADER_SIZE..],
-                &mut out,
-            ) {
+            // The codecs take one slice: a grown batch is joined first (compressing costs
+            // more than the copy).
+            let (head, tail) = self.buf.parts();
+            let joined;
+            let records = if tail.is_empty() {
+                &head[BATCH_HEADER_SIZE..]
+            } else {
+                joined = BatchBytes::new(head, tail).to_vec();
+                &joined[BATCH_HEADER_SIZE..]
+            };
+            match crate::protocol::compression::compress(codec, records, &mut out) {
                 Ok(()) => self.compressed = Some(out),
                 Err(e) => {
                     // Compressing in memory fails only on a codec's internal limit; the
@@ -265,11 +311,14 @@ impl BatchWriter {
                 }
             }
         }
+        let len = match &self.compressed {
+            Some(c) => c.len(),
+            None => self.buf.len(),
+        };
         let b = match self.compressed.as_mut() {
             Some(c) => c,
-            None => &mut self.buf,
+            None => self.buf.first_mut(),
         };
-        let len = b.len();
         b[0..8].copy_from_slice(&0i64.to_be_bytes());
         b[8..12].copy_from_slice(&((len - 12) as i32).to_be_bytes());
         b[12..16].copy_from_slice(&(-1i32).to_be_bytes());
@@ -283,14 +332,40 @@ impl BatchWriter {
         b[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
         b[53..57].copy_from_slice(&base_sequence.to_be_bytes());
         b[57..61].copy_from_slice(&self.count.to_be_bytes());
-        let crc = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
+        let mut crc = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
+        if self.compressed.is_none() {
+            let (_, tail) = self.buf.parts();
+            crc = tail
+                .iter()
+                .fold(crc, |c, chunk| crc32c::crc32c_append(c, chunk));
+        }
+        let b = match self.compressed.as_mut() {
+            Some(c) => c,
+            None => self.buf.first_mut(),
+        };
         b[CRC_OFFSET..ATTRIBUTES_OFFSET].copy_from_slice(&crc.to_be_bytes());
-        b
+        self.bytes()
     }
 
     /// The batch as last sealed (compressed if a codec is set).
-    pub fn bytes(&self) -> &[u8] {
-        self.compressed.as_deref().unwrap_or(&self.buf)
+    pub fn bytes(&self) -> BatchBytes<'_> {
+        match &self.compressed {
+            Some(c) => BatchBytes::from(c.as_slice()),
+            None => {
+                let (head, tail) = self.buf.parts();
+                BatchBytes::new(head, tail)
+            }
+        }
+    }
+
+    /// Frees the buffers (the record count stays): for a batch that is done while its
+    /// owner still holds it.
+    pub fn free(&mut self) {
+        self.buf = Chunked::with_capacity(0);
+        if let Some(c) = self.compressed.as_mut() {
+            release_large(c);
+        }
+        self.compressed = None;
     }
 
     /// Base timestamp (the first record's).
@@ -300,9 +375,9 @@ impl BatchWriter {
 }
 
 impl Drop for BatchWriter {
-    /// A grown batch is freed without raising glibc's mmap threshold (see `large_buffers`).
+    /// A large compressed batch is freed without raising glibc's mmap threshold (see
+    /// `large_buffers`; the records' chunks see to themselves).
     fn drop(&mut self) {
-        release_large(&mut self.buf);
         if let Some(c) = self.compressed.as_mut() {
             release_large(c);
         }
@@ -370,8 +445,9 @@ impl RecordBatch {
                 .collect();
             w.append(r.timestamp, r.key.as_deref(), r.value.as_deref(), &headers);
         }
-        w.seal(self.producer_id, self.producer_epoch, self.base_sequence);
-        let mut b = std::mem::take(&mut w.buf);
+        let mut b = w
+            .seal(self.producer_id, self.producer_epoch, self.base_sequence)
+            .to_vec();
         b[0..8].copy_from_slice(&self.base_offset.to_be_bytes());
         b[12..16].copy_from_slice(&self.partition_leader_epoch.to_be_bytes());
         b[21..23].copy_from_slice(&(self.attributes & !0x07).to_be_bytes());
@@ -681,7 +757,7 @@ mod tests {
         assert_eq!(w.size() - before, predicted);
         w.append(1005, None, None, &[]);
         w.seal(7, 1, 10);
-        let b = &decode_batches(w.bytes()).unwrap()[0];
+        let b = &decode_batches(&w.bytes().to_vec()).unwrap()[0];
         assert_eq!(
             (b.producer_id, b.producer_epoch, b.base_sequence),
             (7, 1, 10)
@@ -701,8 +777,31 @@ mod tests {
         assert_eq!(b.records[1].timestamp, 1005);
         // Resealing under another producer id rewrites the header and the CRC.
         w.seal(8, 0, 0);
-        let b = &decode_batches(w.bytes()).unwrap()[0];
+        let b = &decode_batches(&w.bytes().to_vec()).unwrap()[0];
         assert_eq!((b.producer_id, b.base_sequence), (8, 0));
+    }
+
+    #[test]
+    fn a_batch_grown_into_many_chunks_is_one_valid_batch() {
+        let mut w = BatchWriter::new(16 * 1024, Compression::None);
+        let value = [9u8; 100];
+        for i in 0..3000 {
+            w.append(1000 + i, None, Some(&value), &[]);
+        }
+        let capacity = w.capacity();
+        let sealed = w.seal(5, 0, 3);
+        assert!(sealed.chunks().count() > 3, "{}", sealed.chunks().count());
+        assert!(sealed.chunks().skip(1).all(|c| c.len() <= 64 * 1024));
+        assert!(
+            capacity - sealed.len() <= 64 * 1024,
+            "slack of one chunk at most"
+        );
+        let b = &decode_batches(&sealed.to_vec()).unwrap()[0];
+        assert_eq!((b.records.len(), b.base_sequence), (3000, 3));
+        assert_eq!(b.records[2999].timestamp, 3999);
+        w.seal(6, 1, 0);
+        let b = &decode_batches(&w.bytes().to_vec()).unwrap()[0];
+        assert_eq!((b.producer_id, b.records.len()), (6, 3000));
     }
 
     #[test]
@@ -726,7 +825,7 @@ mod tests {
             }
             w.seal(1, 0, 0);
             w.seal(2, 1, 7);
-            let b = &decode_batches(w.bytes()).unwrap()[0];
+            let b = &decode_batches(&w.bytes().to_vec()).unwrap()[0];
             assert_eq!(
                 b.compression_bits() as i16,
                 codec.attribute_bits(),
@@ -778,7 +877,7 @@ mod tests {
             let mut w = BatchWriter::new(100, codec);
             w.append(1, None, Some(b"v"), &[]);
             w.set_transactional(true);
-            let b = decode_batches(w.seal(3, 1, 0)).unwrap().remove(0);
+            let b = decode_batches(&w.seal(3, 1, 0).to_vec()).unwrap().remove(0);
             assert!(b.is_transactional() && !b.is_control(), "{codec}");
             assert_eq!(
                 b.compression_bits(),

@@ -10,7 +10,7 @@ mod batch;
 
 pub use super::compression::Compression;
 pub use batch::{
-    BATCH_HEADER_SIZE, BatchWriter, MAX_DECOMPRESSED_BATCH, RecordBatch, RecordSize,
+    BATCH_HEADER_SIZE, BatchBytes, BatchWriter, MAX_DECOMPRESSED_BATCH, RecordBatch, RecordSize,
     decode_batches, record_size,
 };
 use bytes::Bytes;
