@@ -7,8 +7,16 @@ use std::process::Command;
 
 use crate::criu_app::copy_executable;
 
-/// A system user without a home or a shell (created once): (uid, gid).
-pub fn system_user(name: &str) -> (u32, u32) {
+/// A system user without a home or a shell (created once), a member of `groups` besides its
+/// own: (uid, gid).
+///
+/// One at a time in a test binary (scripts/test runs the binaries one after another): two
+/// `useradd`s at once lost one's entry (seen in CI: a test got uid 999 for its user, the
+/// other's `useradd` rewrote `/etc/passwd` with the user at 995, and `setpriv` then found no
+/// uid 999).
+pub fn system_user(name: &str, groups: &[&str]) -> (u32, u32) {
+    static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = CREATING.lock().unwrap_or_else(|e| e.into_inner());
     let id = |flag: &str| {
         let o = Command::new("id").args([flag, name]).output().unwrap();
         o.status
@@ -26,8 +34,15 @@ pub fn system_user(name: &str) -> (u32, u32) {
             ])
             .status()
             .unwrap();
-        // Another test may have created it meanwhile.
-        assert!(st.success() || id("-u").is_some(), "useradd {name}");
+        assert!(st.success(), "useradd {name}");
+    }
+    if !groups.is_empty() {
+        let groups = groups.join(",");
+        let st = Command::new("usermod")
+            .args(["--append", "--groups", &groups, name])
+            .status()
+            .unwrap();
+        assert!(st.success(), "usermod --append --groups {groups} {name}");
     }
     (id("-u").unwrap(), id("-g").unwrap())
 }

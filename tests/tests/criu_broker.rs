@@ -117,7 +117,7 @@ fn killed_by_dump(p: &mut Proc) {
 /// runs as that user and its status comes back; the user cannot read the store.
 #[test]
 fn a_user_outside_the_criu_group_checkpoints_and_restores_through_the_broker() {
-    let (uid, gid) = system_user(OUTSIDER);
+    let (uid, gid) = system_user(OUTSIDER, &[]);
     let dir = UserDir::new("broker", uid, gid, &[APP, CRAC]);
     let mut b = Broker::start(&dir);
     let mut p = b.app(&dir, uid, gid, "svc", &[]);
@@ -177,7 +177,7 @@ fn a_user_outside_the_criu_group_checkpoints_and_restores_through_the_broker() {
 /// CRIU runs; a tree holding a setuid-root task is not dumped.
 #[test]
 fn what_the_user_can_reach_does_not_make_them_root() {
-    let (uid, gid) = system_user(OUTSIDER);
+    let (uid, gid) = system_user(OUTSIDER, &[]);
     let dir = UserDir::new("broker-attacks", uid, gid, &[APP, CRAC]);
     let mut b = Broker::start(&dir);
 

@@ -46,17 +46,7 @@ fn caps_group() -> String {
 /// The test user (created once, a system user without a home or a shell, in the group that
 /// may execute the capability-bearing criu): (uid, gid).
 fn user() -> (u32, u32) {
-    let ids = system_user(USER);
-    let st = Command::new("usermod")
-        .args(["--append", "--groups", &caps_group(), USER])
-        .status()
-        .unwrap();
-    assert!(
-        st.success(),
-        "usermod --append --groups {} {USER}",
-        caps_group()
-    );
-    ids
+    system_user(USER, &[&caps_group()])
 }
 
 /// `cmd` as the user, with the criu that carries capabilities.
@@ -197,7 +187,7 @@ fn crac_check_says_what_an_unprivileged_user_lacks() {
 
 #[test]
 fn a_user_outside_the_group_cannot_execute_the_criu_with_capabilities() {
-    let (uid, gid) = system_user(OUTSIDER);
+    let (uid, gid) = system_user(OUTSIDER, &[]);
     let dir = UserDir::new("outsider", uid, gid, &[APP, CRAC]);
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let m = std::fs::metadata(criu_caps()).unwrap();
@@ -295,7 +285,7 @@ fn hostile_target(uid: u32, gid: u32, how: &str) -> (Proc, i32) {
 /// not its user's is refused, never printed as the checkpoint's image.
 #[test]
 fn root_s_checkpoint_request_survives_a_hostile_target() {
-    let (uid, gid) = system_user(OUTSIDER);
+    let (uid, gid) = system_user(OUTSIDER, &[]);
     let checkpoint = |pid: i32| {
         let t = std::time::Instant::now();
         let o = crac_command(CRAC, &["checkpoint", &pid.to_string(), "--timeout", "5"])
