@@ -169,6 +169,21 @@ pub fn set_cloexec(fd: &impl AsFd, on: bool) -> io::Result<()> {
     Ok(fcntl_setfd(fd, flags)?)
 }
 
+/// Gives the C allocator's free memory back to the kernel (`malloc_trim(0)`: whole free pages
+/// in every arena, not only at the heap's top); whether any was given back. A no-op where the
+/// C library is not glibc.
+pub fn release_free_heap() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim takes no pointers and takes the allocator's own locks.
+        unsafe { libc::malloc_trim(0) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
+
 /// Sends one packet (never raising `SIGPIPE`).
 pub fn send(fd: &impl AsFd, buf: &[u8]) -> io::Result<usize> {
     Ok(rustix::net::send(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crac_api::spi::{Engine, EngineOutcome, RestoreData};
 use crac_api::{CheckpointMode, CheckpointOptions};
 
-use super::{fdcheck, helper};
+use super::{fdcheck, helper, memory};
 use crate::criu::{self, rpc};
 use crate::error::{Error, ErrorKind};
 use crate::image::dir::Dir;
@@ -114,6 +114,7 @@ fn pipe_key(fd: &impl AsRawFd) -> String {
 /// Takes the image of this process as configured: the checks before CRIU may run, the image's
 /// metadata, the dump, and what the answer means (restored, or the original going on).
 pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
+    memory::release_free_heap();
     if crate::broker::client::wanted() {
         let _s = tracing::info_span!("checkpoint_through_broker").entered();
         return crate::broker::client::checkpoint(cfg);
