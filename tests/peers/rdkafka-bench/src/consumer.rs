@@ -137,7 +137,12 @@ fn stream(args: &Args, config: &ClientConfig) -> ExitCode {
     let count = Cell::new(0u64);
     let read = rt.block_on(with_watchdog(&count, async {
         while let Some(item) = messages.next().await {
-            let m = item.map_err(|e| format!("stream after {} records: {e}", count.get()))?;
+            // A match, as bench_consumer's stream loop reads its items (no `Result` rebuilt
+            // around each one).
+            let m = match item {
+                Ok(m) => m,
+                Err(e) => return Err(format!("stream after {} records: {e}", count.get())),
+            };
             bytes += (m.key_len() + m.payload_len()) as u64;
             count.set(count.get() + 1);
             if count.get() == args.records {
