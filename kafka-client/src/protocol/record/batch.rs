@@ -140,7 +140,7 @@ impl<'a> BatchBytes<'a> {
     }
 
     /// One contiguous copy.
-    pub fn to_vec(&self) -> Vec<u8> {
+    pub fn to_vec(self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len());
         self.chunks().for_each(|c| out.extend_from_slice(c));
         out
