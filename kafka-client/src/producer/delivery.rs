@@ -248,6 +248,10 @@ enum Inner {
         result: Arc<BatchResult>,
         index: i32,
         timestamp: i64,
+        /// The waker this future left with its batch: polled again by the same task before
+        /// the outcome is known, it returns `Pending` without the batch's lock (a task that
+        /// looks at the oldest of many reports after every send polls it thousands of times).
+        registered: Option<Waker>,
     },
 }
 
@@ -267,6 +271,7 @@ impl DeliveryFuture {
                 result,
                 index,
                 timestamp,
+                registered: None,
             },
         }
     }
@@ -303,6 +308,7 @@ impl DeliveryFuture {
                 ref result,
                 index,
                 timestamp,
+                ..
             } => {
                 if let Some(o) = result.outcome.get() {
                     return Ok(result.metadata(o, index, timestamp));
@@ -339,9 +345,15 @@ impl Future for DeliveryFuture {
                 result,
                 index,
                 timestamp,
+                registered,
             } => {
                 if let Some(o) = result.outcome.get() {
                     return Poll::Ready(result.metadata(o, *index, *timestamp));
+                }
+                // Still with the batch: its wakers are only taken after the outcome is set,
+                // and the outcome was not set above.
+                if registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    return Poll::Pending;
                 }
                 let mut w = result.wakers.lock();
                 if let Some(o) = result.outcome.get() {
@@ -350,6 +362,7 @@ impl Future for DeliveryFuture {
                 if !w.iter().any(|w| w.will_wake(cx.waker())) {
                     w.push(cx.waker().clone());
                 }
+                *registered = Some(cx.waker().clone());
                 Poll::Pending
             }
         }
@@ -451,5 +464,46 @@ mod tests {
         assert_eq!((md.partition, md.offset, md.timestamp), (3, 102, 77));
         let md = DeliveryFuture::pending(r, 0, 1).wait().unwrap();
         assert_eq!(md.offset, 100);
+    }
+
+    #[test]
+    fn a_report_polled_again_by_its_task_takes_no_lock_and_another_task_is_woken_too() {
+        let r = BatchResult::new(Arc::from("t"), 0);
+        let mut f = Box::pin(DeliveryFuture::pending(r.clone(), 0, 1));
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        assert!(
+            f.as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending()
+        );
+        assert!(
+            f.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        assert_eq!(r.wakers.lock().len(), 2, "each task's waker is left once");
+        // The same task again, while the batch's lock is held elsewhere: no wait for it.
+        let held = r.wakers.lock();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let pending = f
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending();
+            tx.send(pending).unwrap();
+            f
+        });
+        let polled = rx.recv_timeout(Duration::from_secs(5));
+        drop(held);
+        assert_eq!(polled, Ok(true), "polled again without the lock");
+        let mut f = t.join().unwrap();
+        assert_eq!(r.wakers.lock().len(), 2);
+        r.complete(Ok((5, -1)));
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        let Poll::Ready(Ok(md)) = f.as_mut().poll(&mut Context::from_waker(Waker::noop())) else {
+            panic!()
+        };
+        assert_eq!(md.offset, 5);
     }
 }
