@@ -99,8 +99,7 @@ fn fetches_carry_the_leader_epoch_and_a_new_leader_confirms_the_position() {
 fn a_log_truncated_under_the_position_is_read_again_from_where_it_diverges() {
     let (c, consumer) = reader(&[]);
     // An unclean leader election: node 1 lacks "c" and writes "d" at its offset.
-    c.truncate(T, 0, 2);
-    c.set_leader(T, 0, 1, 1);
+    c.elect_unclean(T, 0, 2, 1, 1);
     fill(&c, 0, &["d"]);
     assert_eq!(poll_n(&consumer, 1).unwrap(), ["d"]);
     assert_eq!(consumer.position(&tp()).unwrap(), 3);
@@ -110,8 +109,7 @@ fn a_log_truncated_under_the_position_is_read_again_from_where_it_diverges() {
 #[test]
 fn a_truncated_log_with_reset_none_is_an_error_until_a_seek() {
     let (c, consumer) = reader(&[("auto.offset.reset", "none")]);
-    c.truncate(T, 0, 2);
-    c.set_leader(T, 0, 1, 1);
+    c.elect_unclean(T, 0, 2, 1, 1);
     fill(&c, 0, &["d"]);
     let mut seen = None;
     let _ = poll_until(&consumer, || seen.is_some()).map_err(|e| seen = Some(e));
@@ -188,8 +186,7 @@ fn a_committed_offset_with_an_epoch_is_validated_before_reading_from_it() {
         Some(0)
     );
     // While the group was empty, an unclean leader election lost "c".
-    c.truncate(T, 0, 2);
-    c.set_leader(T, 0, 1, 1);
+    c.elect_unclean(T, 0, 2, 1, 1);
     fill(&c, 0, &["d"]);
     let second = consumer(&c, &[]);
     second.subscribe([T]).unwrap();

@@ -215,6 +215,24 @@ fn offset_out_of_range_with_reset_none_is_an_error_until_a_seek() {
 }
 
 #[test]
+fn a_seek_answers_the_no_offset_error_raised_before_it() {
+    let c = FakeCluster::start(1);
+    c.create_topic(T, 1);
+    fill(&c, 0, &["a", "b"]);
+    let consumer = consumer(&c, &[("auto.offset.reset", "none"), ("group.id", "")]);
+    let tp = TopicPartition::new(T, 0);
+    consumer.assign(std::slice::from_ref(&tp)).unwrap();
+    // position() waits for the I/O thread's verdict: no offset to start from, an error queued
+    // for poll(). The seek answers it: poll() reads from there and raises nothing stale.
+    assert!(matches!(
+        consumer.position(&tp),
+        Err(ConsumerError::NoOffset(_))
+    ));
+    consumer.seek(&tp, 0).unwrap();
+    assert_eq!(poll_n(&consumer, 2).unwrap(), ["a", "b"]);
+}
+
+#[test]
 fn a_throttled_fetch_holds_the_next_request_to_that_broker_back() {
     let c = FakeCluster::start(1);
     c.create_topic(T, 1);

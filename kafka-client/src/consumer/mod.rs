@@ -823,6 +823,7 @@ impl Consumer {
         p.blocked = false;
         p.awaiting_validation = false;
         st.drop_buffered(tp);
+        st.drop_position_errors(tp);
         drop(st);
         self.inner.wake();
         Ok(())
@@ -854,6 +855,7 @@ impl Consumer {
             p.blocked = false;
             p.awaiting_validation = false;
             st.drop_buffered(tp);
+            st.drop_position_errors(tp);
         }
         drop(st);
         self.inner.wake();

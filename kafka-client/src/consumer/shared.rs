@@ -230,6 +230,19 @@ impl State {
         }
     }
 
+    /// Drops the queued errors that asked the application for a position of `tp` (no
+    /// committed offset, out of range, a truncated log): a seek has answered them. A seek
+    /// right after `assign()` would otherwise meet the I/O thread's `NoOffset` raised between
+    /// the two calls.
+    pub fn drop_position_errors(&mut self, tp: &TopicPartition) {
+        self.errors.retain(|e| match e {
+            ConsumerError::NoOffset(p)
+            | ConsumerError::OffsetOutOfRange { partition: p, .. }
+            | ConsumerError::LogTruncation { partition: p, .. } => p != tp,
+            _ => true,
+        });
+    }
+
     /// Queues a fetched chunk for `poll()`.
     pub fn push_fetch(&mut self, cf: CompletedFetch) {
         let next_offset = cf

@@ -438,13 +438,17 @@ impl FakeCluster {
         });
     }
 
-    /// Cuts a partition's log at `offset` (a batch boundary), as an unclean leader election
-    /// does when the new leader lacks the records from there on.
-    pub fn truncate(&self, topic: &str, partition: i32, offset: i64) {
+    /// An unclean leader election: `leader` leads in `epoch` with the partition's log cut at
+    /// `offset` (a batch boundary), lacking the records from there on. One step, as in a
+    /// broker: a fetch between a cut and a leader change made apart would find the old
+    /// leader's log shorter than its position and be reset as out of range.
+    pub fn elect_unclean(&self, topic: &str, partition: i32, offset: i64, leader: i32, epoch: i32) {
         self.model(|m| {
             let p = &mut m.topics.get_mut(topic).unwrap().1[partition as usize];
             p.batches.retain(|b| be_i64(b, 0) < offset);
             p.end_offset = offset;
+            p.leader = leader;
+            p.leader_epoch = epoch;
         });
     }
 
