@@ -456,8 +456,13 @@ impl Consumer {
     /// woken by what would wake a waiting `poll()` (records, a rebalance step, an error), and
     /// the wait counts as time in `poll()` for `max.poll.interval.ms`. [`PollNow::PollDue`]:
     /// `poll()` has work first (a rebalance step, an error, an auto-commit, a checkpoint in
-    /// progress) or is running.
-    pub(crate) fn poll_now(&self, waker: &std::task::Waker) -> PollNow {
+    /// progress) or is running. Each partition's records in a row among those taken are
+    /// noted in `runs`.
+    pub(crate) fn poll_now(
+        &self,
+        waker: &std::task::Waker,
+        runs: &mut Vec<shared::Run>,
+    ) -> PollNow {
         let Some(_polling) = self.inner.polling.try_lock() else {
             return PollNow::PollDue;
         };
@@ -479,7 +484,7 @@ impl Consumer {
         {
             return PollNow::PollDue;
         }
-        let (records, error) = st.drain(self.inner.config.max_poll_records);
+        let (records, error) = st.drain(self.inner.config.max_poll_records, Some(runs));
         if records.is_empty() && error.is_none() {
             // Registered under the state's lock: what is buffered after this wakes it.
             crate::completion::set_waker(&mut self.inner.shared.waker.lock(), waker);
@@ -568,7 +573,7 @@ impl Consumer {
                         continue;
                     }
                 }
-                let (records, error) = st.drain(self.inner.config.max_poll_records);
+                let (records, error) = st.drain(self.inner.config.max_poll_records, None);
                 if !records.is_empty() || error.is_some() {
                     drop(st);
                     self.inner.wake(); // drained partitions can be fetched again
@@ -771,6 +776,11 @@ impl Consumer {
         let id = app.next_callback;
         app.callbacks.insert(id, callback);
         CommitReply::Async(id)
+    }
+
+    /// Whether an async commit's callback has yet to run.
+    fn commit_callbacks_pending(&self) -> bool {
+        !self.inner.app.lock().callbacks.is_empty()
     }
 
     fn run_commit_callbacks(&self) {

@@ -324,8 +324,13 @@ impl State {
     }
 
     /// Takes up to `max` records from the buffer, advancing positions. Returns the records
-    /// and an error met after them, if any.
-    pub fn drain(&mut self, max: usize) -> (Vec<ConsumerRecord>, Option<ConsumerError>) {
+    /// and an error met after them, if any. With `runs`, notes each partition's records in a
+    /// row (the stream's books: what it yielded is known from how far it read the batch).
+    pub fn drain(
+        &mut self,
+        max: usize,
+        mut runs: Option<&mut Vec<Run>>,
+    ) -> (Vec<ConsumerRecord>, Option<ConsumerError>) {
         let buffered: usize = self.buffer.iter().map(|cf| cf.records.len()).sum();
         let mut out = Vec::with_capacity(buffered.min(max));
         while out.len() < max {
@@ -354,6 +359,13 @@ impl State {
             }
             let st = self.assignment.get_mut(&cf.tp).expect("checked current");
             if let Some((offset, epoch)) = last {
+                if let Some(runs) = runs.as_deref_mut() {
+                    runs.push(Run {
+                        end: out.len(),
+                        tp: cf.tp.clone(),
+                        after_last: offset + 1,
+                    });
+                }
                 cf.position = offset + 1;
                 st.position = Some(cf.position);
                 if epoch.is_some() {
@@ -379,6 +391,15 @@ impl State {
         self.records_returned += out.len() as u64;
         (out, None)
     }
+}
+
+/// Records of one partition, in a row, up to index `end` of the batch they were drained into.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub end: usize,
+    pub tp: TopicPartition,
+    /// The offset after the run's last record.
+    pub after_last: i64,
 }
 
 /// A chunk of `tp` left the buffer.
@@ -451,17 +472,37 @@ mod tests {
         assert!(s.accepts_fetch(&a, 10) && !s.accepts_fetch(&a, 9));
         s.push_fetch(fetched(&a, 10, 3, 20)); // a gap after 12: next fetch at 20
         s.push_fetch(fetched(&b, 5, 2, 7)); // stale: b is at 0
-        let (r, e) = s.drain(2);
+        let (r, e) = s.drain(2, None);
         assert!(e.is_none());
         assert_eq!(r.iter().map(|r| r.offset).collect::<Vec<_>>(), [10, 11]);
         assert_eq!(s.assignment[&a].position, Some(12));
-        let (r, _) = s.drain(10);
+        let (r, _) = s.drain(10, None);
         assert_eq!(r.len(), 1);
         assert_eq!(s.assignment[&a].position, Some(20));
         assert_eq!(s.assignment[&b].position, Some(0), "stale data dropped");
         assert!(s.buffer.is_empty() && s.buffered.is_empty());
         assert_eq!(s.consumed_offsets().len(), 2);
         assert_eq!(s.records_returned, 3);
+    }
+
+    #[test]
+    fn drain_notes_each_partitions_run_of_records() {
+        let a = TopicPartition::new("t", 0);
+        let b = TopicPartition::new("t", 1);
+        let mut s = State::new(None);
+        s.set_assignment([a.clone(), b.clone()]);
+        s.assignment.get_mut(&a).unwrap().position = Some(0);
+        s.assignment.get_mut(&b).unwrap().position = Some(7);
+        s.push_fetch(fetched(&a, 0, 3, 3));
+        s.push_fetch(fetched(&b, 7, 2, 9));
+        let mut runs = Vec::new();
+        let (r, _) = s.drain(4, Some(&mut runs));
+        let runs: Vec<_> = runs
+            .iter()
+            .map(|r| (r.end, r.tp.partition, r.after_last))
+            .collect();
+        assert_eq!(runs, [(3, 0, 3), (4, 1, 8)], "b's run read in part");
+        assert_eq!(r.len(), 4);
     }
 
     #[test]
@@ -480,12 +521,12 @@ mod tests {
             None,
             "a paused partition is not fetched"
         );
-        let (r, _) = s.drain(10);
+        let (r, _) = s.drain(10, None);
         assert!(r.iter().all(|r| r.partition == 1) && r.len() == 2);
         assert_eq!(s.buffer.len(), 1, "a's records wait");
         assert_eq!(s.assignment[&a].position, Some(0));
         s.assignment.get_mut(&a).unwrap().paused = false;
-        let (r, _) = s.drain(10);
+        let (r, _) = s.drain(10, None);
         assert_eq!(
             r.iter()
                 .map(|r| (r.partition, r.offset))
@@ -520,7 +561,7 @@ mod tests {
         cf.error = Some(ConsumerError::illegal("bad"));
         s.push_fetch(cf);
         assert_eq!(s.fetch_offset(&a), None, "nothing fetched past a bad batch");
-        let (r, e) = s.drain(10);
+        let (r, e) = s.drain(10, None);
         assert_eq!(r.len(), 2);
         assert!(e.is_none());
         assert_eq!(s.errors.len(), 1);
@@ -540,21 +581,21 @@ mod tests {
         assert!(s.accepts_fetch(&a, 5) && !s.accepts_fetch(&a, 0));
         s.push_fetch(fetched(&a, 5, 5, 12)); // ends in a gap: the next fetch starts at 12
         assert_eq!(s.fetch_offset(&a), None, "two chunks at most");
-        let (r, _) = s.drain(3);
+        let (r, _) = s.drain(3, None);
         assert_eq!(r.iter().map(|r| r.offset).collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(
             s.fetch_offset(&a),
             None,
             "the first chunk is not drained yet"
         );
-        let (r, _) = s.drain(3);
+        let (r, _) = s.drain(3, None);
         assert_eq!(r.iter().map(|r| r.offset).collect::<Vec<_>>(), [3, 4, 5]);
         assert_eq!(
             s.fetch_offset(&a),
             Some(12),
             "room again, after the second chunk"
         );
-        let (r, _) = s.drain(10);
+        let (r, _) = s.drain(10, None);
         assert_eq!(r.iter().map(|r| r.offset).collect::<Vec<_>>(), [6, 7, 8, 9]);
         assert_eq!(s.assignment[&a].position, Some(12));
         assert!(s.buffered.is_empty());

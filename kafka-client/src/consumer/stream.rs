@@ -25,15 +25,15 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::{
-    Consumer, ConsumerError, ConsumerRecord, ConsumerRecords, OffsetAndMetadata, PollNow,
-    TopicPartition,
-};
+use super::shared::Run;
+use super::{Consumer, ConsumerError, ConsumerRecord, OffsetAndMetadata, PollNow, TopicPartition};
 use crate::completion::{Completion, completion, set_waker};
 
 /// How long the polling thread's `poll()` waits before it looks at the stream again.
 const POLL_SLICE: Duration = Duration::from_millis(100);
-/// How often an idle polling thread runs the commit callbacks.
+/// How often an idle polling thread runs the commit callbacks while some are pending (without:
+/// it sleeps until the stream wants it, or `POLL_SLICE`, for a commit made through
+/// [`RecordStream::consumer`]).
 const CALLBACK_SLICE: Duration = Duration::from_millis(5);
 
 /// What the polling thread and the stream share.
@@ -148,7 +148,13 @@ fn poll_loop(s: &Shared) {
             s.consumer.run_commit_callbacks();
             slot = s.slot.lock();
             if !slot.work() {
-                s.room.wait_for(&mut slot, CALLBACK_SLICE);
+                // Looked at under the slot's lock, which `commit()` takes to notify.
+                let slice = if s.consumer.commit_callbacks_pending() {
+                    CALLBACK_SLICE
+                } else {
+                    POLL_SLICE
+                };
+                s.room.wait_for(&mut slot, slice);
             }
         }
         slot.busy = true;
@@ -211,15 +217,22 @@ impl RecordStream {
             .consumer
             .commit_async_offsets(&offsets, move |r| done.complete(r))
         {
-            Ok(()) => future,
+            Ok(()) => {
+                // An idle polling thread sleeps long while no callback is pending: it runs
+                // this one within CALLBACK_SLICE. Under the slot's lock: the thread saw this
+                // callback registered, or is waiting now.
+                let _slot = self.shared.slot.lock();
+                self.shared.room.notify_all();
+                future
+            }
             Err(e) => Completion::ready(Err(e)),
         }
     }
 
     /// Takes `batch` to yield from, the positions of what the last one yielded noted first.
-    fn take(&mut self, batch: Vec<ConsumerRecord>) -> Taken {
+    fn take(&mut self, batch: Taken) -> Taken {
         self.yielded.extend(self.buf.positions());
-        std::mem::replace(&mut self.buf, Taken::new(batch))
+        std::mem::replace(&mut self.buf, batch)
     }
 
     /// A restored copy does not yield what the image held fetched: given back (module
@@ -230,7 +243,7 @@ impl RecordStream {
             return;
         }
         self.epoch = now;
-        let kept = self.take(Vec::new());
+        let kept = self.take(Taken::default());
         let mut slot = self.shared.slot.lock();
         let ready = slot.take_ready_records();
         slot.returned.extend(kept.records.chain(ready));
@@ -241,17 +254,17 @@ impl RecordStream {
 impl RecordStream {
     /// The next batch: the thread's, or records taken here without waiting (when the thread
     /// is not polling and has nothing to give back first); `Pending` asks the thread to poll.
-    fn next_batch(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<Vec<ConsumerRecord>, ConsumerError>> {
+    fn next_batch(&mut self, cx: &mut Context<'_>) -> Poll<Result<Taken, ConsumerError>> {
         let mut slot = self.shared.slot.lock();
         if let Some(r) = slot.ready.pop_front() {
-            return Poll::Ready(r);
+            return Poll::Ready(r.map(Taken::new));
         }
         if !slot.busy && slot.returned.is_empty() {
-            match self.shared.consumer.poll_now(cx.waker()) {
-                PollNow::Records(r) => return Poll::Ready(r.map(ConsumerRecords::into_vec)),
+            let mut runs = Vec::new();
+            match self.shared.consumer.poll_now(cx.waker(), &mut runs) {
+                PollNow::Records(r) => {
+                    return Poll::Ready(r.map(|r| Taken::with_runs(r.into_vec(), runs)));
+                }
                 PollNow::Waiting => return Poll::Pending,
                 PollNow::PollDue => {}
             }
@@ -329,15 +342,17 @@ struct Taken {
     runs: Vec<Run>,
 }
 
-/// Records of one partition, in a row, up to index `end` of their batch.
-struct Run {
-    end: usize,
-    tp: TopicPartition,
-    /// The offset after the run's last record.
-    after_last: i64,
-}
-
 impl Taken {
+    /// A batch whose runs were noted as it was drained ([`Consumer::poll_now`]).
+    fn with_runs(batch: Vec<ConsumerRecord>, runs: Vec<Run>) -> Taken {
+        debug_assert_eq!(runs.last().map_or(0, |r| r.end), batch.len());
+        Taken {
+            records: batch.into_iter(),
+            runs,
+        }
+    }
+
+    /// A batch from `poll()` (the polling thread's): its runs found by reading it.
     fn new(batch: Vec<ConsumerRecord>) -> Taken {
         let mut runs: Vec<Run> = Vec::new();
         for (i, r) in batch.iter().enumerate() {
