@@ -189,14 +189,21 @@ fn a_group_member_reads_and_commits_through_the_fake_broker() {
     assert!(!c.seen(ApiKey::LeaveGroup).is_empty());
 }
 
-#[test]
-fn offset_out_of_range_with_reset_none_is_an_error_until_a_seek() {
+/// Partition 0 holding "a" and "b", and a consumer without a group, with
+/// `auto.offset.reset=none`, assigned to it.
+fn reset_none_reader() -> (FakeCluster, Consumer, TopicPartition) {
     let c = FakeCluster::start(1);
     c.create_topic(T, 1);
     fill(&c, 0, &["a", "b"]);
     let consumer = consumer(&c, &[("auto.offset.reset", "none"), ("group.id", "")]);
     let tp = TopicPartition::new(T, 0);
     consumer.assign(std::slice::from_ref(&tp)).unwrap();
+    (c, consumer, tp)
+}
+
+#[test]
+fn offset_out_of_range_with_reset_none_is_an_error_until_a_seek() {
+    let (_c, consumer, tp) = reset_none_reader();
     consumer.seek(&tp, 50).unwrap();
     let deadline = Instant::now() + WAIT;
     loop {
@@ -216,12 +223,7 @@ fn offset_out_of_range_with_reset_none_is_an_error_until_a_seek() {
 
 #[test]
 fn a_seek_answers_the_no_offset_error_raised_before_it() {
-    let c = FakeCluster::start(1);
-    c.create_topic(T, 1);
-    fill(&c, 0, &["a", "b"]);
-    let consumer = consumer(&c, &[("auto.offset.reset", "none"), ("group.id", "")]);
-    let tp = TopicPartition::new(T, 0);
-    consumer.assign(std::slice::from_ref(&tp)).unwrap();
+    let (_c, consumer, tp) = reset_none_reader();
     // position() waits for the I/O thread's verdict: no offset to start from, an error queued
     // for poll(). The seek answers it: poll() reads from there and raises nothing stale.
     assert!(matches!(
