@@ -432,6 +432,16 @@ impl Consumer {
     /// Rebalances happen here: the listener is called, the member (re)joins. A checkpoint in
     /// progress makes it return nothing (waiting out `timeout`); it goes on after the restore.
     pub fn poll(&self, timeout: Duration) -> Result<ConsumerRecords, ConsumerError> {
+        self.poll_noting(timeout, None)
+    }
+
+    /// [`poll`](Self::poll), noting each partition's records in a row among those returned in
+    /// `runs` (the stream's books).
+    pub(crate) fn poll_noting(
+        &self,
+        timeout: Duration,
+        runs: Option<&mut Vec<shared::Run>>,
+    ) -> Result<ConsumerRecords, ConsumerError> {
         let Some(_polling) = self.inner.polling.try_lock() else {
             return Err(ConsumerError::illegal(
                 "poll() is already running (from another thread or from a listener)",
@@ -444,7 +454,7 @@ impl Consumer {
             st.in_poll = true;
             st.last_poll = now;
         }
-        let r = self.poll_until(deadline);
+        let r = self.poll_until(deadline, runs);
         let mut st = self.inner.shared.state.lock();
         st.in_poll = false;
         st.last_poll = Instant::now();
@@ -504,7 +514,11 @@ impl Consumer {
         })
     }
 
-    fn poll_until(&self, deadline: Instant) -> Result<ConsumerRecords, ConsumerError> {
+    fn poll_until(
+        &self,
+        deadline: Instant,
+        mut runs: Option<&mut Vec<shared::Run>>,
+    ) -> Result<ConsumerRecords, ConsumerError> {
         // A poll() that waits across a checkpoint returns nothing in the restored copies: what
         // it would return is the copy's to fetch again, from the positions it resumes at.
         let epoch = crac_api::restore_epoch();
@@ -573,7 +587,8 @@ impl Consumer {
                         continue;
                     }
                 }
-                let (records, error) = st.drain(self.inner.config.max_poll_records, None);
+                let (records, error) =
+                    st.drain(self.inner.config.max_poll_records, runs.as_deref_mut());
                 if !records.is_empty() || error.is_some() {
                     drop(st);
                     self.inner.wake(); // drained partitions can be fetched again

@@ -46,7 +46,7 @@ struct Shared {
 #[derive(Default)]
 struct Slot {
     /// Polled by the thread, not taken by the stream yet (a batch, or an error).
-    ready: VecDeque<Result<Vec<ConsumerRecord>, ConsumerError>>,
+    ready: VecDeque<Result<Taken, ConsumerError>>,
     waker: Option<Waker>,
     /// The stream has nothing and waits: the thread polls for it.
     wanted: bool,
@@ -65,7 +65,7 @@ impl Slot {
         self.ready
             .drain(..)
             .filter_map(Result::ok)
-            .flatten()
+            .flat_map(|t| t.records)
             .collect()
     }
 
@@ -159,12 +159,13 @@ fn poll_loop(s: &Shared) {
         }
         slot.busy = true;
         drop(slot);
-        let r = s.consumer.poll(POLL_SLICE);
+        let mut runs = Vec::new();
+        let r = s.consumer.poll_noting(POLL_SLICE, Some(&mut runs));
         let mut slot = s.slot.lock();
         slot.busy = false;
         let r = match r {
             Ok(records) if records.is_empty() => continue,
-            Ok(records) => Ok(records.into_vec()),
+            Ok(records) => Ok(Taken::new(records.into_vec(), runs)),
             Err(e) => Err(e),
         };
         let closed = matches!(r, Err(ConsumerError::Closed));
@@ -257,13 +258,13 @@ impl RecordStream {
     fn next_batch(&mut self, cx: &mut Context<'_>) -> Poll<Result<Taken, ConsumerError>> {
         let mut slot = self.shared.slot.lock();
         if let Some(r) = slot.ready.pop_front() {
-            return Poll::Ready(r.map(Taken::new));
+            return Poll::Ready(r);
         }
         if !slot.busy && slot.returned.is_empty() {
             let mut runs = Vec::new();
             match self.shared.consumer.poll_now(cx.waker(), &mut runs) {
                 PollNow::Records(r) => {
-                    return Poll::Ready(r.map(|r| Taken::with_runs(r.into_vec(), runs)));
+                    return Poll::Ready(r.map(|r| Taken::new(r.into_vec(), runs)));
                 }
                 PollNow::Waiting => return Poll::Pending,
                 PollNow::PollDue => {}
@@ -343,34 +344,9 @@ struct Taken {
 }
 
 impl Taken {
-    /// A batch whose runs were noted as it was drained ([`Consumer::poll_now`]).
-    fn with_runs(batch: Vec<ConsumerRecord>, runs: Vec<Run>) -> Taken {
+    /// A batch and its runs, as they were noted while it was drained.
+    fn new(batch: Vec<ConsumerRecord>, runs: Vec<Run>) -> Taken {
         debug_assert_eq!(runs.last().map_or(0, |r| r.end), batch.len());
-        Taken {
-            records: batch.into_iter(),
-            runs,
-        }
-    }
-
-    /// A batch from `poll()` (the polling thread's): its runs found by reading it.
-    fn new(batch: Vec<ConsumerRecord>) -> Taken {
-        let mut runs: Vec<Run> = Vec::new();
-        for (i, r) in batch.iter().enumerate() {
-            match runs.last_mut() {
-                Some(run)
-                    if run.tp.partition == r.partition
-                        && (Arc::ptr_eq(&run.tp.topic, &r.topic) || run.tp.topic == r.topic) =>
-                {
-                    run.end = i + 1;
-                    run.after_last = r.offset + 1;
-                }
-                _ => runs.push(Run {
-                    end: i + 1,
-                    tp: r.topic_partition(),
-                    after_last: r.offset + 1,
-                }),
-            }
-        }
         Taken {
             records: batch.into_iter(),
             runs,
@@ -410,6 +386,19 @@ mod tests {
         ConsumerRecord::bare(topic.clone(), partition, offset)
     }
 
+    /// A batch with its runs as `drain` notes them: (end, topic, partition, offset after).
+    fn taken(batch: Vec<ConsumerRecord>, runs: &[(usize, &Arc<str>, i32, i64)]) -> Taken {
+        let runs = runs
+            .iter()
+            .map(|&(end, topic, partition, after_last)| Run {
+                end,
+                tp: TopicPartition::new(topic.clone(), partition),
+                after_last,
+            })
+            .collect();
+        Taken::new(batch, runs)
+    }
+
     fn positions(t: &Taken) -> Vec<(i32, i64)> {
         t.positions().map(|(tp, o)| (tp.partition, o)).collect()
     }
@@ -426,7 +415,7 @@ mod tests {
             record(&a, 1, 4),
             record(&a, 0, 16),
         ];
-        let mut t = Taken::new(batch);
+        let mut t = taken(batch, &[(3, &a, 0, 16), (5, &a, 1, 5), (6, &a, 0, 17)]);
         assert_eq!(positions(&t), vec![], "nothing read");
         t.records.next();
         assert_eq!(positions(&t), vec![(0, 11)]);
@@ -452,7 +441,10 @@ mod tests {
     #[test]
     fn same_partition_numbers_of_different_topics_are_different_runs() {
         let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
-        let mut t = Taken::new(vec![record(&a, 0, 1), record(&b, 0, 7)]);
+        let mut t = taken(
+            vec![record(&a, 0, 1), record(&b, 0, 7)],
+            &[(1, &a, 0, 2), (2, &b, 0, 8)],
+        );
         t.records.next();
         t.records.next();
         let got: Vec<_> = t.positions().map(|(tp, o)| (tp.topic, o)).collect();
