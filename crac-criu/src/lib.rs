@@ -11,16 +11,9 @@
 //! its own ancestor) and returns `Restored` in every copy restored from it with
 //! `crac restore DIR`.
 //!
-//! Configuration (environment; [`crac_api::CheckpointOptions`] overrides the first two):
-//!
-//! | variable | meaning |
-//! | --- | --- |
-//! | `CRAC_CHECKPOINT_TO` | image directory (created `0700`; one others can access is refused) |
-//! | `CRAC_CHECKPOINT_MODE` | `stop` (default: the process ends after the dump) or `leave-running` |
-//! | `CRAC_CRIU` | the criu executable (else `PATH`, else `scripts/install-criu`'s location) |
-//! | `CRAC_CRIU_LOG_LEVEL` | CRIU's log level for `dump.log` in the image directory (default 4) |
-//! | `CRAC_CHECKPOINT_SIGNAL` | `0` disables the `crac checkpoint PID` listener |
-//! | `CRAC_CRIU_TIMEOUT` | seconds a dump may take before CRIU is stopped (default 300) |
+//! Configuration: environment variables, all of them in [`settings`] (one table: the
+//! variables of the engine, of the `crac` program and of `crac-api`);
+//! [`crac_api::CheckpointOptions`] overrides the image directory and the mode.
 //!
 //! Before CRIU runs, the engine scans the process's file descriptors and refuses, with one
 //! line per fd, anything CRIU cannot checkpoint: connected TCP sockets (with both addresses),
@@ -30,31 +23,39 @@
 //!
 //! A running process can be asked to checkpoint itself from outside with
 //! `crac checkpoint PID` (see `docs/crac-command.md`).
+//!
+//! # What this crate holds for the `crac` program
+//!
+//! The `crac` program (crate `crac-cli`: restore, `checkpoint PID`, check, the broker, push
+//! and pull) is built apart, with the dependencies and privileges an operator's tool needs;
+//! an application that links this engine builds none of them. The two share, through these
+//! modules, what must agree on both sides (versioned together, not an API for applications):
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`image`] | the image format: metadata, manifest (seal and verify), restore payload, CPU features, build id |
+//! | [`criu`] | finding and checking criu, its kernel probe, its logs, and [`criu::invocation`]: every call of criu is built there |
+//! | [`settings`] | every `CRAC_*` environment variable |
+//! | [`control`] | the channel of `crac checkpoint PID` (signal, directory, file names) |
+//! | [`broker`] | the checkpoint broker's wire protocol |
+//! | [`safe_dir`], [`run_dir`] | directories opened through descriptors, owner and mode checked; `/run/crac` |
+//! | [`sys`] | the system calls both make |
 #![warn(missing_docs)]
 
-pub(crate) mod broker;
+pub mod broker;
 pub(crate) mod checkpoint;
-pub mod cli;
-pub(crate) mod criu;
-pub(crate) mod error;
-pub(crate) mod image;
-#[cfg(feature = "registry")]
-pub(crate) mod registry;
-pub(crate) mod restore;
-pub(crate) mod run_dir;
-mod sys;
+pub mod control;
+pub mod criu;
+pub mod error;
+pub mod image;
+pub mod run_dir;
+pub mod safe_dir;
+pub mod settings;
+pub mod sys;
 
 pub use crate::checkpoint::engine::CriuEngine;
 pub use crate::checkpoint::memory::wait_own_memory_in;
-
-/// What the end-to-end tests reach inside the crate (the `testing` feature): not an API.
-#[cfg(feature = "testing")]
-#[doc(hidden)]
-pub mod testing {
-    pub use crate::image::cpu::host_features;
-    pub use crate::image::dir::Dir;
-    pub use crate::image::manifest::seal;
-}
+pub use crate::error::{Error, ErrorKind};
 
 static ENGINE: CriuEngine = CriuEngine;
 
@@ -64,7 +65,7 @@ crac_api::register_engine!(&ENGINE, 100);
 /// otherwise the `crac checkpoint PID` listener.
 fn init() {
     checkpoint::helper::run_if_helper();
-    checkpoint::control::init();
+    checkpoint::listener::init();
 }
 
 crate::__before_main!(crate::init);

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::image::dir::{self, Access, Dir};
+use crate::safe_dir::{self, Access, Dir};
 use crate::sys;
 
 fn other(msg: String) -> std::io::Error {
@@ -13,7 +13,7 @@ fn other(msg: String) -> std::io::Error {
 
 /// `/run/crac`, root's directory of crac's runtime state (per-user channels, the kdat stamp);
 /// with `create` (root only) made `0755` if missing. Refused unless root's alone.
-pub(crate) fn open(create: bool) -> std::io::Result<Dir> {
+pub fn open(create: bool) -> std::io::Result<Dir> {
     let run = Dir::open(Path::new("/run"))?;
     let crac = if create {
         let d = run.subdir_mode("crac", 0o755)?;
@@ -24,7 +24,7 @@ pub(crate) fn open(create: bool) -> std::io::Result<Dir> {
             .map_err(|e| other(format!("/run/crac: {e}")))?
     };
     let m = crac.metadata()?;
-    dir::check_owner_mode(&m, 0, Access::Write)
+    safe_dir::check_owner_mode(&m, 0, Access::Write)
         .map_err(|why| other(format!("/run/crac is not root's alone ({why:?})")))?;
     Ok(crac)
 }

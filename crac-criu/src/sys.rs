@@ -1,12 +1,12 @@
-//! The system calls the engine needs, in one module. Most go through `rustix` (safe, typed,
-//! no `unsafe` of ours). What stays on `libc`, with `unsafe` stated sound at each call, is
-//! what rustix does not cover or covers differently: the fork/exec of the dump helper with
-//! only async-signal-safe calls in the child (`SpawnPlan`), a signal handler with
-//! `SA_SIGINFO` and `sigqueue`-style signals through a pidfd (rustix's `Signal` has no
-//! real-time signals and `pidfd_send_signal` no siginfo), `UFFDIO_WAKE`, raw wait statuses
-//! (`exit_code` decodes them as shells do), `SO_PEERCRED` and `fcntl` on descriptors found by
-//! number in `/proc/self/fd`, file leases (`F_SETLEASE`, which rustix lacks), and `getsid`, whose 0 (a session leader outside the PID
-//! namespace) rustix's nonzero `Pid` cannot carry. Everything else in the crate is safe code.
+//! The system calls the engine makes, in one module; the `crac` program (`crac-cli`) uses
+//! them too and adds its own. Most go through `rustix` (safe, typed, no `unsafe` of ours).
+//! What stays on `libc`, with `unsafe` stated sound at each call, is what rustix does not
+//! cover or covers differently: the fork/exec of the dump helper with only async-signal-safe
+//! calls in the child (`SpawnPlan`), a signal handler with `SA_SIGINFO` (rustix's `Signal`
+//! has no real-time signals), `SO_PEERCRED` and `fcntl` on descriptors found by number in
+//! `/proc/self/fd`, file leases (`F_SETLEASE`, which rustix lacks), and `getsid`, whose 0 (a
+//! session leader outside the PID namespace) rustix's nonzero `Pid` cannot carry. Everything
+//! else in the crate is safe code.
 
 use std::ffi::CString;
 use std::io;
@@ -31,25 +31,6 @@ pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     )?)
 }
 
-/// A listening unix `SOCK_SEQPACKET` socket at `path` (made by `bind`: fails if the path
-/// exists).
-pub fn seqpacket_listen(path: &std::path::Path) -> io::Result<OwnedFd> {
-    let fd = seqpacket_socket()?;
-    rustix::net::bind(&fd, &rustix::net::SocketAddrUnix::new(path)?)?;
-    rustix::net::listen(&fd, 64)?;
-    Ok(fd)
-}
-
-/// Accepts one connection (close-on-exec).
-pub fn accept(listener: &impl AsFd) -> io::Result<OwnedFd> {
-    loop {
-        match rustix::net::accept_with(listener, rustix::net::SocketFlags::CLOEXEC) {
-            Err(rustix::io::Errno::INTR) => continue,
-            r => return Ok(r?),
-        }
-    }
-}
-
 /// Connects a `SOCK_SEQPACKET` socket to the unix socket at `path`.
 pub fn seqpacket_connect(path: &std::path::Path) -> io::Result<OwnedFd> {
     let fd = seqpacket_socket()?;
@@ -58,7 +39,7 @@ pub fn seqpacket_connect(path: &std::path::Path) -> io::Result<OwnedFd> {
 }
 
 /// A unix `SOCK_SEQPACKET` socket, close-on-exec.
-fn seqpacket_socket() -> io::Result<OwnedFd> {
+pub fn seqpacket_socket() -> io::Result<OwnedFd> {
     use rustix::net::{AddressFamily, SocketFlags, SocketType};
     Ok(rustix::net::socket_with(
         AddressFamily::UNIX,
@@ -66,13 +47,6 @@ fn seqpacket_socket() -> io::Result<OwnedFd> {
         SocketFlags::CLOEXEC,
         None,
     )?)
-}
-
-/// The peer of a connected unix socket as the kernel recorded it at `connect`:
-/// `(pid, uid, gid)`.
-pub fn peer_cred(sock: &impl AsFd) -> io::Result<(i32, u32, u32)> {
-    let c = rustix::net::sockopt::socket_peercred(sock)?;
-    Ok((c.pid.as_raw_nonzero().get(), c.uid.as_raw(), c.gid.as_raw()))
 }
 
 /// Bounds every receive on `sock` to `timeout` (`None`: no bound).
@@ -103,41 +77,6 @@ pub fn send_with_fds(sock: &impl AsFd, data: &[u8], fds: &[BorrowedFd<'_>]) -> i
         return Err(io::Error::other("packet cut short"));
     }
     Ok(())
-}
-
-/// Receives one packet (at most `buf.len()` bytes; a longer one is an error) and the
-/// descriptors attached to it (at most 4, close-on-exec). `Ok((0, []))`: the peer closed.
-pub fn recv_with_fds(sock: &impl AsFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
-    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
-    use std::mem::MaybeUninit;
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let msg = loop {
-        match rustix::net::recvmsg(
-            sock,
-            &mut [io::IoSliceMut::new(buf)],
-            &mut control,
-            RecvFlags::CMSG_CLOEXEC,
-        ) {
-            Err(rustix::io::Errno::INTR) => continue,
-            r => break r?,
-        }
-    };
-    let mut fds = Vec::new();
-    for m in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(rights) = m {
-            fds.extend(rights);
-        }
-    }
-    if msg
-        .flags
-        .intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC)
-    {
-        return Err(io::Error::other(
-            "packet or descriptors cut short: too long",
-        ));
-    }
-    Ok((msg.bytes, fds))
 }
 
 /// A pipe `(read, write)`, both ends close-on-exec.
@@ -443,27 +382,6 @@ pub fn poll_readable(fd: &impl AsFd, timeout_ms: i32) -> io::Result<bool> {
     }
 }
 
-/// `struct uffdio_range` of `<linux/userfaultfd.h>`.
-#[repr(C)]
-struct UffdioRange {
-    start: u64,
-    len: u64,
-}
-
-/// `UFFDIO_WAKE`: `_IOR(0xAA, 0x02, struct uffdio_range)` (not in the libc crate).
-const UFFDIO_WAKE: libc::c_ulong = 0x8010_AA02;
-const _: () = assert!(std::mem::size_of::<UffdioRange>() == 16);
-
-/// `ioctl(uffd, UFFDIO_WAKE, {start, len})`: wakes the threads waiting on a page fault in that
-/// range of the userfaultfd's process; each retries its fault, which the monitor sees again if
-/// the page is still missing.
-pub fn uffd_wake(uffd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
-    let range = UffdioRange { start, len };
-    // SAFETY: `range` is a valid uffdio_range the kernel only reads.
-    cvt(unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_WAKE, &range as *const UffdioRange) })?;
-    Ok(())
-}
-
 /// Ignores `SIGPIPE` (a write to a closed pipe then fails with `EPIPE`), as Rust's runtime does
 /// before `main`; for code that runs before it.
 pub fn ignore_sigpipe() -> io::Result<()> {
@@ -546,106 +464,6 @@ pub fn fchmod(fd: &impl AsFd, mode: u32) -> io::Result<()> {
     )?)
 }
 
-/// `pidfd_open(pid, 0)`: a descriptor that refers to this very process, whatever happens to
-/// its pid later.
-pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    let pid = rustix::process::Pid::from_raw(pid).ok_or(io::ErrorKind::InvalidInput)?;
-    Ok(rustix::process::pidfd_open(
-        pid,
-        rustix::process::PidfdFlags::empty(),
-    )?)
-}
-
-/// The kernel's `siginfo_t` as `sigqueue` fills it (`SI_QUEUE`), for `pidfd_send_signal`:
-/// signo, errno, code, then (8-aligned) pid, uid and the value; 128 bytes in all.
-#[repr(C)]
-struct QueueInfo {
-    signo: i32,
-    errno: i32,
-    code: i32,
-    _pad: i32,
-    pid: i32,
-    uid: u32,
-    value: u64,
-    _rest: [u64; 12],
-}
-
-const _: () = assert!(std::mem::size_of::<QueueInfo>() == 128);
-
-/// Sends `sig` with the integer `value` (as `sigqueue` does) to the process of `pidfd`.
-pub fn pidfd_sigqueue(pidfd: &impl AsRawFd, sig: i32, value: i32) -> io::Result<()> {
-    let info = QueueInfo {
-        signo: sig,
-        errno: 0,
-        code: libc::SI_QUEUE,
-        _pad: 0,
-        // SAFETY: getpid and getuid cannot fail and take no arguments.
-        pid: unsafe { libc::getpid() },
-        // SAFETY: as above.
-        uid: unsafe { libc::getuid() },
-        value: value as u32 as u64,
-        _rest: [0; 12],
-    };
-    // SAFETY: `info` is a valid 128-byte siginfo for the kernel to copy.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            sig,
-            &info as *const QueueInfo,
-            0,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// `pidfd_send_signal(pidfd, sig, NULL, 0)`: a plain signal to exactly the process of `pidfd`
-/// (a pid reused since cannot be hit).
-pub fn pidfd_kill(pidfd: &impl AsRawFd, sig: i32) -> io::Result<()> {
-    // SAFETY: plain values; a null siginfo makes the kernel fill in a plain `kill`'s.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// `pidfd_getfd(pidfd, fd, 0)`: a duplicate (close-on-exec) of descriptor `fd` of the process
-/// of `pidfd`; needs ptrace access to that process.
-pub fn pidfd_getfd(pidfd: &impl AsFd, fd: RawFd) -> io::Result<OwnedFd> {
-    Ok(rustix::process::pidfd_getfd(
-        pidfd,
-        fd,
-        rustix::process::PidfdGetfdFlags::empty(),
-    )?)
-}
-
-/// Sets the calling thread's nice value (Linux schedules threads one by one, so this changes
-/// only this thread).
-pub fn set_thread_nice(nice: i32) -> io::Result<()> {
-    Ok(rustix::process::setpriority_process(
-        Some(rustix::thread::gettid()),
-        nice,
-    )?)
-}
-
-/// Whether the process of `pidfd` still runs: a pidfd turns readable when its process ends
-/// (a zombie not yet reaped has ended too, though it still takes signals).
-pub fn pidfd_alive(pidfd: &impl AsFd) -> bool {
-    matches!(poll_readable(pidfd, 0), Ok(false))
-}
-
 /// Linux's `F_SETSIG` (`<fcntl.h>`; the libc crate does not export it).
 const F_SETSIG: libc::c_int = 10;
 
@@ -711,54 +529,6 @@ pub fn wait_pid(pid: i32) -> io::Result<i32> {
             return Err(e);
         }
     }
-}
-
-/// Reaps child `pid` if it has ended: `Some(raw status)`, `None` while it runs.
-pub fn try_wait_pid(pid: i32) -> io::Result<Option<i32>> {
-    let mut status = 0;
-    // SAFETY: `status` is a valid int to write the status to.
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((r > 0).then_some(status))
-}
-
-/// Blocks until any child ends: `Ok(None)` when there are no children left.
-pub fn wait_any() -> io::Result<Option<(i32, i32)>> {
-    let mut status = 0;
-    loop {
-        // SAFETY: `status` is a valid int to write the status to.
-        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if r > 0 {
-            return Ok(Some((r, status)));
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::ECHILD) => return Ok(None),
-            _ => return Err(e),
-        }
-    }
-}
-
-/// Decodes a raw wait status into an exit code the way shells do (128+signal).
-pub fn exit_code(status: i32) -> i32 {
-    if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        1
-    }
-}
-
-/// Makes this process a child subreaper, so orphaned descendants (the restored process once
-/// criu exits) are reparented to it and it can collect their exit status.
-pub fn set_child_subreaper() -> io::Result<()> {
-    Ok(rustix::process::set_child_subreaper(Some(
-        rustix::process::getpid(),
-    ))?)
 }
 
 /// The session id of this process as seen in its PID namespace: 0 when the session leader

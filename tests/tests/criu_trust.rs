@@ -348,7 +348,7 @@ fn an_image_that_needs_a_cpu_feature_this_host_lacks_is_refused() {
     let pid = image(APP, &img, &[]);
     let meta = img.join("crac-image.txt");
     let text = fs::read_to_string(&meta).unwrap();
-    let host = crac_criu::testing::host_features();
+    let host = crac_criu::image::cpu::host_features();
     let line = text
         .lines()
         .find(|l| l.starts_with("cpu_features="))
@@ -371,8 +371,8 @@ fn an_image_that_needs_a_cpu_feature_this_host_lacks_is_refused() {
     .unwrap_or("crac-test-feature");
     // Recorded as the image's owner would: the metadata changed, then sealed again.
     fs::write(&meta, text.replace(&line, &format!("{line},{lacking}"))).unwrap();
-    let d = crac_criu::testing::Dir::open(&img).unwrap();
-    crac_criu::testing::seal(&d).unwrap();
+    let d = crac_criu::safe_dir::Dir::open(&img).unwrap();
+    crac_criu::image::manifest::seal(&d).unwrap();
     refused(
         &img,
         pid,
@@ -382,6 +382,6 @@ fn an_image_that_needs_a_cpu_feature_this_host_lacks_is_refused() {
         ],
     );
     fs::write(&meta, &text).unwrap();
-    crac_criu::testing::seal(&d).unwrap();
+    crac_criu::image::manifest::seal(&d).unwrap();
     restores(&img);
 }

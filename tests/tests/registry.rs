@@ -274,7 +274,7 @@ fn an_image_whose_cpu_features_this_host_lacks_is_refused_before_its_pages_downl
     let (key, trust) = keypair(dir.path(), "a");
     // A feature this CPU lacks, recorded as if the image came from a newer CPU; the image
     // sealed again so that only the feature differs.
-    let host = crac_criu::testing::host_features();
+    let host = crac_criu::image::cpu::host_features();
     let lacking = [
         "avx512vp2intersect",
         "amx-tile",
@@ -289,7 +289,7 @@ fn an_image_whose_cpu_features_this_host_lacks_is_refused_before_its_pages_downl
     let text = fs::read_to_string(&meta).unwrap();
     let text = text.replace("cpu_features=", &format!("cpu_features={lacking},"));
     fs::write(&meta, text).unwrap();
-    crac_criu::testing::seal(&crac_criu::testing::Dir::open(&img).unwrap()).unwrap();
+    crac_criu::image::manifest::seal(&crac_criu::safe_dir::Dir::open(&img).unwrap()).unwrap();
 
     let reference = format!("{}/crac/newer-cpu:v1", reg.plain());
     push(

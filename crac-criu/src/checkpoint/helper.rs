@@ -10,7 +10,7 @@
 //! - hold the seal lock ([`SEAL_LOCK`](crate::image::SEAL_LOCK)) from before the dump until the manifest is
 //!   written, so a restorer that sees the process gone waits for the seal instead of finding an
 //!   unsealed image;
-//! - stop a CRIU that runs longer than [`TIMEOUT_ENV`](crate::criu::TIMEOUT_ENV) (default 300 s); the process is then
+//! - stop a CRIU that runs longer than [`CRIU_TIMEOUT`](crate::settings::CRIU_TIMEOUT) (default 300 s); the process is then
 //!   released and gets a named error;
 //! - write the manifest ([`manifest::seal`]) when the dump is complete, also in stop mode,
 //!   where CRIU has ended the process by then;
@@ -24,13 +24,14 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::criu::invocation;
 use crate::error::{Error, ErrorKind};
-use crate::image::dir::Dir;
 use crate::image::manifest;
-use crate::{criu, sys};
+use crate::safe_dir::Dir;
+use crate::{settings, sys};
 
 /// Set in the helper's environment: `SOCK DIR STATUS TIMEOUT_MS` (descriptor numbers).
-pub(crate) const HELPER_ENV: &str = "CRAC_CRIU_DUMP_HELPER";
+use crate::settings::DUMP_HELPER as HELPER_ENV;
 
 /// Whether the crate's start-up hook ran in this program: without it a re-executed program
 /// would run its `main` instead of the helper.
@@ -65,7 +66,7 @@ pub(crate) fn start(
     let spec = format!("{} {} {} {}", fds[0], fds[1], fds[2], timeout.as_millis());
     let env = [
         (HELPER_ENV.to_owned(), spec),
-        (criu::CRIU_ENV.to_owned(), criu.display().to_string()),
+        (settings::CRIU.to_owned(), criu.display().to_string()),
     ];
     let plan = sys::SpawnPlan::new(exe, &["crac-criu-dump-helper".to_owned()], &env, &fds)
         .map_err(|e| fail("prepare", e))?;
@@ -94,7 +95,7 @@ pub(crate) fn read_status(status: &OwnedFd, timeout: Duration) -> String {
 /// helper's work and exits; anywhere else, notes that the hook ran and returns.
 pub(crate) fn run_if_helper() {
     HOOK_RAN.store(true, Ordering::Relaxed);
-    let Ok(spec) = std::env::var(HELPER_ENV) else {
+    let Some(spec) = settings::dump_helper() else {
         return;
     };
     let code = match run(&spec) {
@@ -126,10 +127,9 @@ fn run(spec: &str) -> std::io::Result<()> {
     let mut status = std::fs::File::from(status);
     let lock = dir.open_rw(crate::image::SEAL_LOCK)?;
     sys::flock(&lock, libc::LOCK_EX)?;
-    let criu = std::env::var_os(criu::CRIU_ENV).ok_or_else(bad)?;
+    let criu = settings::criu().ok_or_else(bad)?;
     let mut child = Command::new(&criu)
-        .arg("swrk")
-        .arg(sock.as_raw_fd().to_string())
+        .args(invocation::swrk_args(sock.as_raw_fd()))
         .env_remove(HELPER_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

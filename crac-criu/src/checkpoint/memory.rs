@@ -47,7 +47,7 @@ pub fn wait_own_memory_in(timeout: Duration) -> Result<(), Error> {
                 format!(
                     "checkpoint refused: this process was restored lazily and {left} memory                      region(s) still wait for pages from its lazy-pages daemon after {:.0} s                      ({}): CRIU would dump the missing pages as zeros; see the daemon's log in                      the image directory it was restored from",
                     timeout.as_secs_f64(),
-                    crate::criu::TIMEOUT_ENV
+                    crate::settings::CRIU_TIMEOUT
                 ),
             ));
         }

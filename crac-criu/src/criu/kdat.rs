@@ -26,8 +26,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::criu::Criu;
-use crate::image::dir::{self, Access, Dir};
+use crate::criu::invocation::{Invocation, Launch};
 use crate::image::manifest;
+use crate::safe_dir::{self, Access, Dir};
 use crate::sys;
 
 /// Where CRIU loads its cache from (as root).
@@ -221,7 +222,7 @@ impl Stamp {
 fn read_trusted(dir: &Dir, name: &str, max: u64) -> Option<Vec<u8>> {
     let f = dir.open_file(name).ok()?;
     let m = f.metadata().ok()?;
-    if !m.is_file() || m.len() > max || dir::check_owner_mode(&m, 0, Access::Write).is_err() {
+    if !m.is_file() || m.len() > max || safe_dir::check_owner_mode(&m, 0, Access::Write).is_err() {
         return None;
     }
     let mut data = Vec::new();
@@ -434,9 +435,11 @@ fn probe_in_private_run(criu: &Criu, timeout: Duration) -> Result<Vec<u8>, Faile
 /// Whether `criu check --feature uffd-noncoop` passes: what a lazy restore of a process that
 /// may fork, map and unmap while its pages arrive needs.
 fn probe_lazy(criu: &Criu, timeout: Duration) -> Result<(), Failed> {
-    let mut cmd = Command::new(&criu.path);
-    cmd.args(["check", "--feature", "uffd-noncoop"])
-        .stdin(Stdio::null())
+    let mut cmd = Invocation::check()
+        .feature("uffd-noncoop")
+        .unprivileged(false)
+        .command(&criu.path, &Launch::Direct);
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let out = run_bounded(cmd, timeout)?;

@@ -14,7 +14,7 @@ pub fn log_errors(log: &Path) -> String {
 
 /// [`log_errors`] of the log `name` in `dir`, opened through the directory without following
 /// a link (a log in a directory another user can write).
-pub fn log_errors_in(dir: &crate::image::dir::Dir, name: &str) -> String {
+pub fn log_errors_in(dir: &crate::safe_dir::Dir, name: &str) -> String {
     use std::io::Read;
     let mut text = String::new();
     match dir.open_file(name) {

@@ -1,9 +1,10 @@
 //! CRIU itself: finding it, its version and the privileges it needs, how long it may run;
 //! the RPC it is driven by, its kernel probe (kdat) and its logs.
 
-pub(crate) mod kdat;
-pub(crate) mod log;
-pub(crate) mod rpc;
+pub mod invocation;
+pub mod kdat;
+pub mod log;
+pub mod rpc;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,9 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
-
-/// The environment variable naming the criu executable.
-pub const CRIU_ENV: &str = "CRAC_CRIU";
+use crate::settings::{self, CRIU as CRIU_ENV};
 
 /// Oldest CRIU that works on the kernels this project targets.
 pub const MIN_VERSION: (u32, u32) = (4, 2);
@@ -30,11 +29,7 @@ pub struct Criu {
 
 /// Where `scripts/install-criu` puts its wrapper by default.
 pub fn default_install_path() -> Option<PathBuf> {
-    let root = match std::env::var_os("CRAC_CRIU_ROOT") {
-        Some(r) => PathBuf::from(r),
-        None => PathBuf::from(std::env::var_os("HOME")?).join(".cache/crac-rs/criu-root"),
-    };
-    Some(root.join("bin/criu"))
+    settings::criu_root().map(|root| root.join("bin/criu"))
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -46,8 +41,7 @@ fn is_executable(p: &Path) -> bool {
 
 /// Finds criu: `CRAC_CRIU`, else `PATH`, else the install script's default location.
 pub fn locate() -> Result<PathBuf, Error> {
-    if let Some(p) = std::env::var_os(CRIU_ENV).filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
+    if let Some(p) = settings::criu() {
         if is_executable(&p) {
             return Ok(p);
         }
@@ -166,17 +160,15 @@ pub fn find() -> Result<Criu, Error> {
 /// Runs `criu check`; an error carries its relevant output (without the harmless RLIMIT and
 /// kdat-cache lines) and the fix.
 pub fn run_check(criu: &Criu) -> Result<(), Error> {
-    let mut cmd = Command::new(&criu.path);
-    cmd.arg("check");
-    if unprivileged() {
-        cmd.arg("--unprivileged");
-    }
-    let out = cmd.output().map_err(|e| {
-        Error::new(
-            ErrorKind::Unavailable,
-            format!("cannot run {} check: {e}", criu.path.display()),
-        )
-    })?;
+    let out = invocation::Invocation::check()
+        .command(&criu.path, &invocation::Launch::Direct)
+        .output()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!("cannot run {} check: {e}", criu.path.display()),
+            )
+        })?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -463,37 +455,9 @@ pub fn unprivileged() -> bool {
     crate::sys::euid() != 0
 }
 
-/// How long a dump may take, in seconds (default 300).
-pub const TIMEOUT_ENV: &str = "CRAC_CRIU_TIMEOUT";
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// The CRIU timeout from [`TIMEOUT_ENV`].
+/// How long a dump or restore may take ([`settings::criu_timeout`]).
 pub fn criu_timeout() -> Result<Duration, Error> {
-    seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT, 300)
-}
-
-/// A duration in seconds from the environment variable `name` (`default` when unset); a value
-/// that is not a positive number of seconds is a configuration error naming it and `example`.
-pub(crate) fn seconds_from_env(
-    name: &str,
-    default: Duration,
-    example: u32,
-) -> Result<Duration, Error> {
-    match std::env::var(name) {
-        Err(_) => Ok(default),
-        Ok(v) => v
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
-            .map(Duration::from_secs_f64)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Config,
-                    format!("{name}={v} is not a number of seconds (e.g. {example})"),
-                )
-            }),
-    }
+    settings::criu_timeout()
 }
 
 #[cfg(test)]

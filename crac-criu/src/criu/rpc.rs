@@ -128,23 +128,26 @@ impl std::fmt::Display for DecodeError {
 impl std::error::Error for DecodeError {}
 
 /// A protobuf field's value: a varint or fixed integer, or a length-delimited byte string.
-pub(crate) enum Value<'a> {
+pub enum Value<'a> {
+    /// A varint or fixed-width integer.
     Int(u64),
+    /// A length-delimited byte string.
     Bytes(&'a [u8]),
 }
 
 /// Reads protobuf fields one by one, bounds-checked (also what CRIU's image files hold).
-pub(crate) struct Reader<'a> {
+pub struct Reader<'a> {
     buf: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
     /// A reader of the message `buf`.
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
+    pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf }
     }
 
-    pub(crate) fn varint(&mut self) -> Result<u64, DecodeError> {
+    /// The next varint.
+    pub fn varint(&mut self) -> Result<u64, DecodeError> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let (&b, rest) = self
@@ -161,12 +164,12 @@ impl<'a> Reader<'a> {
     }
 
     /// Whether every byte was read.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
 
     /// The next field (number and value), `None` at the end.
-    pub(crate) fn next(&mut self) -> Result<Option<(u32, Value<'a>)>, DecodeError> {
+    pub fn next_field(&mut self) -> Result<Option<(u32, Value<'a>)>, DecodeError> {
         if self.buf.is_empty() {
             return Ok(None);
         }
@@ -205,13 +208,13 @@ impl<'a> Reader<'a> {
 pub fn decode_response(buf: &[u8]) -> Result<Response, DecodeError> {
     let mut r = Reader { buf };
     let mut resp = Response::default();
-    while let Some((field, v)) = r.next()? {
+    while let Some((field, v)) = r.next_field()? {
         match (field, v) {
             (1, Value::Int(t)) => resp.ty = t,
             (2, Value::Int(s)) => resp.success = s != 0,
             (3, Value::Bytes(b)) => {
                 let mut d = Reader { buf: b };
-                while let Some((f, v)) = d.next()? {
+                while let Some((f, v)) = d.next_field()? {
                     if let (1, Value::Int(x)) = (f, v) {
                         resp.restored = x != 0;
                     }
@@ -222,7 +225,7 @@ pub fn decode_response(buf: &[u8]) -> Result<Response, DecodeError> {
             (10, Value::Bytes(b)) => {
                 let mut d = Reader { buf: b };
                 let (mut maj, mut min, mut sub) = (0, 0, 0);
-                while let Some((f, v)) = d.next()? {
+                while let Some((f, v)) = d.next_field()? {
                     match (f, v) {
                         (1, Value::Int(x)) => maj = x as i64,
                         (2, Value::Int(x)) => min = x as i64,

@@ -17,7 +17,7 @@ pub fn build_id(path: &Path) -> std::io::Result<String> {
     let f = fs::File::from(crate::sys::open(path, libc::O_RDONLY | libc::O_NONBLOCK)?);
     let m = f.metadata()?;
     if !m.is_file() {
-        return Err(super::dir::not_regular(&m));
+        return Err(crate::safe_dir::not_regular(&m));
     }
     if let Some(id) = elf_build_id(&f) {
         return Ok(id);

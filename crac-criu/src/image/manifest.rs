@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::{MANIFEST_FILE, SEAL_LOCK};
 use crate::error::{Error, ErrorKind};
-use crate::image::dir::{self, Access, Dir, Untrusted};
+use crate::safe_dir::{self, Access, Dir, Untrusted};
 
 const FORMAT: &str = "crac-manifest 1 xxh3-128";
 /// A manifest larger than this is not one (an image has tens of files).
@@ -89,7 +89,10 @@ pub fn seal(dir: &Dir) -> io::Result<Covered> {
         let f = dir.open_file(&name)?;
         let m = f.metadata()?;
         if !m.is_file() {
-            return Err(io::Error::other(format!("{name} is {}", dir::kind_of(&m))));
+            return Err(io::Error::other(format!(
+                "{name} is {}",
+                safe_dir::kind_of(&m)
+            )));
         }
         let d = digest(f)?;
         let _ = writeln!(text, "{:032x} {} {name}", d.hash, d.size);
@@ -247,7 +250,7 @@ pub fn verify_scoped(dir: &Dir, uid: u32, scope: Scope) -> Result<(Covered, Vec<
     let shown = dir.path().display().to_string();
     let io = |what: &str, e: io::Error| refused(format!("cannot read {what} in {shown}: {e}"));
     let m = dir.metadata().map_err(|e| io("the directory", e))?;
-    dir::check_owner_mode(&m, uid, Access::Write).map_err(|why| {
+    safe_dir::check_owner_mode(&m, uid, Access::Write).map_err(|why| {
         refused(
             untrusted_message(&format!("image directory {shown}"), &why, uid)
                 .replace("DIR", &shown),
@@ -255,9 +258,9 @@ pub fn verify_scoped(dir: &Dir, uid: u32, scope: Scope) -> Result<(Covered, Vec<
     })?;
     let file_rule = |name: &str, m: &std::fs::Metadata| -> Result<(), Error> {
         let why = if m.is_file() {
-            dir::check_owner_mode(m, uid, Access::Write).err()
+            safe_dir::check_owner_mode(m, uid, Access::Write).err()
         } else {
-            Some(Untrusted::Kind(dir::kind_of(m)))
+            Some(Untrusted::Kind(safe_dir::kind_of(m)))
         };
         match why {
             None => Ok(()),

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{MANIFEST_FILE, METADATA_FILE};
 use crate::error::{Error, ErrorKind};
-use crate::image::dir::{Access, Dir, Untrusted, check_owner_mode};
+use crate::safe_dir::{Access, Dir, Untrusted, check_owner_mode};
 
 /// The first line of every metadata file.
 const FORMAT: &str = "crac-criu-image 1";

@@ -1,22 +1,20 @@
 //! The image: the contract between the process that was imaged and the `crac restore` that
-//! brings it back. A directory opened through descriptors, CRIU's files, our metadata
-//! (`crac-image.txt`), the manifest that seals them, the CPU features and build id the process
-//! depends on, the payload the restorer hands the restored process, and the trust check that
-//! a restore runs before CRIU reads anything.
+//! brings it back. A directory (opened through descriptors, [`crate::safe_dir`]) of CRIU's
+//! files, our metadata (`crac-image.txt`), the manifest that seals them, the CPU features and
+//! build id the process depends on, and the payload the restorer hands the restored process.
+//! The trust check a restore runs before CRIU reads anything is the `crac` program's.
 
-pub(crate) mod build_id;
-pub(crate) mod cpu;
-pub(crate) mod dir;
-pub(crate) mod manifest;
-pub(crate) mod metadata;
-pub(crate) mod payload;
-pub(crate) mod trust;
+pub mod build_id;
+pub mod cpu;
+pub mod manifest;
+pub mod metadata;
+pub mod payload;
 
 /// Our metadata of the image (`metadata.rs`).
-pub(crate) const METADATA_FILE: &str = "crac-image.txt";
+pub const METADATA_FILE: &str = "crac-image.txt";
 /// CRIU's log of the dump.
-pub(crate) const DUMP_LOG: &str = "dump.log";
+pub const DUMP_LOG: &str = "dump.log";
 /// The manifest that seals the image (`manifest.rs`).
-pub(crate) const MANIFEST_FILE: &str = "crac-manifest.txt";
+pub const MANIFEST_FILE: &str = "crac-manifest.txt";
 /// The lock the dump helper holds while it seals the image.
-pub(crate) const SEAL_LOCK: &str = ".crac-seal.lock";
+pub const SEAL_LOCK: &str = ".crac-seal.lock";

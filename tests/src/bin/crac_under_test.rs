@@ -1,6 +1,6 @@
 //! The `crac` command, built in this package so the end-to-end tests can run it
-//! (`CARGO_BIN_EXE_crac-under-test`): the same code as `crac-criu`'s `crac` binary.
+//! (`CARGO_BIN_EXE_crac-under-test`): the same code as `crac-cli`'s `crac` binary.
 
 fn main() -> std::process::ExitCode {
-    crac_criu::cli::main()
+    crac_cli::main()
 }

@@ -44,7 +44,7 @@ fn sibling(name: &str) -> PathBuf {
     let p = exe.with_file_name(name);
     if !p.exists() {
         die(&format!(
-            "{} not found; build it: cargo build --release -p crac-tests -p crac-criu",
+            "{} not found; build it: cargo build --release -p crac-tests -p crac-cli",
             p.display()
         ));
     }

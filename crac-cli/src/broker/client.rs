@@ -1,0 +1,66 @@
+//! The broker's clients in `crac`: `crac restore --broker NAME`, and `crac check`'s question
+//! whether the broker is there. (The engine's checkpoint through the broker is in
+//! `crac-criu`; the wire protocol is [`crac_criu::broker`].)
+
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use crate::sys;
+use crac_criu::broker::{answer, connect, valid_name};
+
+/// `crac restore --broker NAME`: asks the broker to restore this user's image `name` with
+/// this process's descriptors 0–2 and the restore payload (`env`) on a pipe of its own; returns the restored process's exit code (or 0 at once
+/// with `detach`).
+pub fn restore(
+    name: &str,
+    env: &[(String, String)],
+    detach: bool,
+    say: &mut dyn FnMut(&str),
+) -> Result<i32, String> {
+    valid_name(name)?;
+    let request = format!("restore\nname={name}\n");
+    let conn = connect(Duration::from_secs(600)).map_err(|e| e.to_string())?;
+    // The restore payload on a pipe of ours: CRIU, running as this user, reopens the pipe
+    // it replaces, which it may only if the pipe is this user's.
+    let (payload_r, payload_w) = sys::pipe().map_err(|e| format!("pipe: {e}"))?;
+    let payload =
+        crac_criu::image::payload::encode_restore_payload(env, std::time::SystemTime::now());
+    if payload.len() > 60 * 1024 {
+        return Err("the --env values exceed 60 KiB".into());
+    }
+    std::io::Write::write_all(&mut std::fs::File::from(payload_w), &payload)
+        .map_err(|e| format!("payload: {e}"))?;
+    let (i, o, e) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    let fds = [i.as_fd(), o.as_fd(), e.as_fd(), payload_r.as_fd()];
+    sys::send_with_fds(&conn, request.as_bytes(), &fds)
+        .map_err(|e| format!("sending the request to the broker: {e}"))?;
+    let a = answer(&conn).map_err(|e| e.to_string())?;
+    let Some(rest) = a.strip_prefix("restored ") else {
+        return Err(format!(
+            "the checkpoint broker refused: {}",
+            a.strip_prefix("error ").unwrap_or(&a)
+        ));
+    };
+    say(&format!(
+        "restored {rest} through the broker (image {name})"
+    ));
+    if detach {
+        return Ok(0);
+    }
+    // The restored process may run for ever: wait as long as it does.
+    sys::set_recv_timeout(&conn, None).map_err(|e| e.to_string())?;
+    let a = answer(&conn).map_err(|e| e.to_string())?;
+    let code = a
+        .strip_prefix("exit code=")
+        .and_then(|c| c.trim().parse().ok())
+        .ok_or_else(|| format!("the broker said {a:?}"))?;
+    say(&format!("restored process exited with status {code}"));
+    Ok(code)
+}
+
+/// Whether the broker answers this user: its word, or why not.
+pub fn ping() -> Result<String, String> {
+    let conn = connect(Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    sys::send(&conn, b"ping\n").map_err(|e| e.to_string())?;
+    answer(&conn).map_err(|e| e.to_string())
+}

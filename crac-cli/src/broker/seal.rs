@@ -1,0 +1,186 @@
+//! The broker's seal on an image it wrote: the SHA-256 of every image file, the uid it was
+//! taken for and its name, under an HMAC-SHA256 with a key of this host that only root reads.
+//! A restore through the broker recomputes it all before CRIU reads a byte: an image edited
+//! (a byte of memory, the credentials in a core image), copied from another user's store or
+//! another host, or renamed is refused. (The manifest's XXH3 catches accidents; anyone can
+//! forge it. This cannot be forged without the key.)
+
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use ring::{digest, hmac};
+
+use crate::sys;
+use crac_criu::safe_dir::Dir;
+
+/// The seal's file in the image directory.
+pub const SEAL_FILE: &str = "crac-seal.txt";
+
+/// Files in the image directory the seal does not cover: CRIU's logs of later restores go
+/// elsewhere, so only the seal itself.
+fn covered(name: &str) -> bool {
+    name != SEAL_FILE && !name.starts_with('.')
+}
+
+/// The host key: 32 random bytes in `path` (`0400`, root's), made on first use.
+pub fn host_key(path: &Path) -> Result<hmac::Key, String> {
+    let shown = path.display();
+    let parent = Dir::create_private(path.parent().unwrap_or(Path::new("/")))
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| format!("{shown}: not a file path"))?;
+    let f = match parent.open_file(name) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut key = [0u8; 32];
+            crac_api::os_random(&mut key);
+            parent
+                .write_atomic(name, &key, 0o400)
+                .map_err(|e| format!("cannot write the host key {shown}: {e}"))?;
+            parent
+                .open_file(name)
+                .map_err(|e| format!("{shown}: {e}"))?
+        }
+        Err(e) => return Err(format!("{shown}: {e}")),
+    };
+    let m = f.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    if m.uid() != 0 || m.mode() & 0o077 != 0 || m.len() != 32 {
+        return Err(format!(
+            "the host key {shown} must be root's, 32 bytes, mode 0400 (it is uid {}, {} bytes, \
+             mode {:04o}); remove it and a new one is made (images sealed with it are then \
+             refused)",
+            m.uid(),
+            m.len(),
+            m.mode() & 0o7777
+        ));
+    }
+    let mut key = [0u8; 32];
+    (&f).read_exact(&mut key)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let k = hmac::Key::new(hmac::HMAC_SHA256, &key);
+    key.fill(0);
+    Ok(k)
+}
+
+/// What the seal says: its text without the MAC line.
+fn statement(dir: &Dir, uid: u32, name: &str) -> Result<String, String> {
+    let mut text = format!("crac-seal 1\nuid={uid}\nname={name}\n");
+    for file in dir.entries().map_err(|e| e.to_string())? {
+        if !covered(&file) {
+            continue;
+        }
+        let f = dir.open_file(&file).map_err(|e| format!("{file}: {e}"))?;
+        let mut ctx = digest::Context::new(&digest::SHA256);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut size = 0u64;
+        let mut r = &f;
+        loop {
+            let n = r.read(&mut buf).map_err(|e| format!("{file}: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            ctx.update(&buf[..n]);
+            size += n as u64;
+        }
+        text.push_str(&format!("{file} {size} {}\n", hex(ctx.finish().as_ref())));
+    }
+    Ok(text)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Seals the image in `dir`, taken for `uid` under `name`.
+pub fn seal(dir: &Dir, key: &hmac::Key, uid: u32, name: &str) -> Result<(), String> {
+    let text = statement(dir, uid, name)?;
+    let tag = hmac::sign(key, text.as_bytes());
+    let sealed = format!("{text}mac={}\n", hex(tag.as_ref()));
+    dir.write_atomic(SEAL_FILE, sealed.as_bytes(), 0o400)
+        .map_err(|e| format!("cannot write {SEAL_FILE}: {e}"))?;
+    let _ = sys::fchmod(dir.fd(), 0o700);
+    Ok(())
+}
+
+/// Checks the seal of the image in `dir` for `uid` and `name`: every file as sealed, nothing
+/// added or removed, the MAC right.
+pub fn verify(dir: &Dir, key: &hmac::Key, uid: u32, name: &str) -> Result<(), String> {
+    let mut sealed = String::new();
+    dir.open_file(SEAL_FILE)
+        .map_err(|e| {
+            format!("the image has no usable {SEAL_FILE} ({e}): not sealed by this broker")
+        })?
+        .take(1 << 20)
+        .read_to_string(&mut sealed)
+        .map_err(|e| format!("{SEAL_FILE}: {e}"))?;
+    let (text, mac) = sealed
+        .rsplit_once("mac=")
+        .ok_or_else(|| format!("{SEAL_FILE} has no mac line"))?;
+    let mac = unhex(mac.trim()).ok_or_else(|| format!("{SEAL_FILE}: the mac is not hex"))?;
+    hmac::verify(key, text.as_bytes(), &mac).map_err(|_| {
+        format!("{SEAL_FILE}: the MAC does not match: not sealed by this host's broker, or edited")
+    })?;
+    let now = statement(dir, uid, name)?;
+    if now != text {
+        let what = now
+            .lines()
+            .zip(text.lines())
+            .find(|(a, b)| a != b)
+            .map(|(_, b)| b.split(' ').next().unwrap_or(b).to_owned())
+            .unwrap_or_else(|| "a file was added or removed".into());
+        return Err(format!(
+            "the image does not match its seal ({what}): it was edited after the dump, or it \
+             was sealed for another user or name"
+        ));
+    }
+    Ok(())
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sealed_image_verifies_and_any_change_is_refused() {
+        let base = std::env::temp_dir().join(format!("crac-seal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let d = Dir::create_private(&base).unwrap();
+        d.write_atomic("core-1.img", b"core", 0o600).unwrap();
+        d.write_atomic("pages-1.img", &vec![7u8; 3 << 20], 0o600)
+            .unwrap();
+        let key = hmac::Key::new(hmac::HMAC_SHA256, &[1u8; 32]);
+        seal(&d, &key, 1000, "svc").unwrap();
+        verify(&d, &key, 1000, "svc").unwrap();
+        assert!(
+            verify(&d, &key, 1001, "svc")
+                .unwrap_err()
+                .contains("another user")
+        );
+        assert!(verify(&d, &key, 1000, "other").is_err());
+        let other = hmac::Key::new(hmac::HMAC_SHA256, &[2u8; 32]);
+        assert!(verify(&d, &other, 1000, "svc").unwrap_err().contains("MAC"));
+        d.write_atomic("core-1.img", b"corf", 0o600).unwrap();
+        assert!(
+            verify(&d, &key, 1000, "svc")
+                .unwrap_err()
+                .contains("core-1.img")
+        );
+        d.write_atomic("core-1.img", b"core", 0o600).unwrap();
+        verify(&d, &key, 1000, "svc").unwrap();
+        d.write_atomic("extra.img", b"x", 0o600).unwrap();
+        assert!(verify(&d, &key, 1000, "svc").is_err());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}

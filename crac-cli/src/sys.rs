@@ -1,0 +1,248 @@
+//! The system calls only the `crac` program makes; the ones the engine makes too are
+//! [`crac_criu::sys`] (re-exported here, so the program's code names one module). As there,
+//! most go through `rustix`; what stays on `libc`, with `unsafe` stated sound at each call:
+//! `sigqueue`-style signals through a pidfd (rustix's `pidfd_send_signal` takes no siginfo),
+//! `UFFDIO_WAKE`, and raw wait statuses (`exit_code` decodes them as shells do).
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+
+pub(crate) use crac_criu::sys::*;
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A listening unix `SOCK_SEQPACKET` socket at `path` (made by `bind`: fails if the path
+/// exists).
+pub(crate) fn seqpacket_listen(path: &std::path::Path) -> io::Result<OwnedFd> {
+    let fd = seqpacket_socket()?;
+    rustix::net::bind(&fd, &rustix::net::SocketAddrUnix::new(path)?)?;
+    rustix::net::listen(&fd, 64)?;
+    Ok(fd)
+}
+
+/// Accepts one connection (close-on-exec).
+pub(crate) fn accept(listener: &impl AsFd) -> io::Result<OwnedFd> {
+    loop {
+        match rustix::net::accept_with(listener, rustix::net::SocketFlags::CLOEXEC) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return Ok(r?),
+        }
+    }
+}
+
+/// The peer of a connected unix socket as the kernel recorded it at `connect`:
+/// `(pid, uid, gid)`.
+pub(crate) fn peer_cred(sock: &impl AsFd) -> io::Result<(i32, u32, u32)> {
+    let c = rustix::net::sockopt::socket_peercred(sock)?;
+    Ok((c.pid.as_raw_nonzero().get(), c.uid.as_raw(), c.gid.as_raw()))
+}
+
+/// Receives one packet (at most `buf.len()` bytes; a longer one is an error) and the
+/// descriptors attached to it (at most 4, close-on-exec). `Ok((0, []))`: the peer closed.
+pub(crate) fn recv_with_fds(sock: &impl AsFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
+    use std::mem::MaybeUninit;
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let msg = loop {
+        match rustix::net::recvmsg(
+            sock,
+            &mut [io::IoSliceMut::new(buf)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r?,
+        }
+    };
+    let mut fds = Vec::new();
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = m {
+            fds.extend(rights);
+        }
+    }
+    if msg
+        .flags
+        .intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC)
+    {
+        return Err(io::Error::other(
+            "packet or descriptors cut short: too long",
+        ));
+    }
+    Ok((msg.bytes, fds))
+}
+
+/// `struct uffdio_range` of `<linux/userfaultfd.h>`.
+#[repr(C)]
+struct UffdioRange {
+    start: u64,
+    len: u64,
+}
+
+/// `UFFDIO_WAKE`: `_IOR(0xAA, 0x02, struct uffdio_range)` (not in the libc crate).
+const UFFDIO_WAKE: libc::c_ulong = 0x8010_AA02;
+const _: () = assert!(std::mem::size_of::<UffdioRange>() == 16);
+
+/// `ioctl(uffd, UFFDIO_WAKE, {start, len})`: wakes the threads waiting on a page fault in that
+/// range of the userfaultfd's process; each retries its fault, which the monitor sees again if
+/// the page is still missing.
+pub(crate) fn uffd_wake(uffd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
+    let range = UffdioRange { start, len };
+    // SAFETY: `range` is a valid uffdio_range the kernel only reads.
+    cvt(unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_WAKE, &range as *const UffdioRange) })?;
+    Ok(())
+}
+
+/// `pidfd_open(pid, 0)`: a descriptor that refers to this very process, whatever happens to
+/// its pid later.
+pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(pid).ok_or(io::ErrorKind::InvalidInput)?;
+    Ok(rustix::process::pidfd_open(
+        pid,
+        rustix::process::PidfdFlags::empty(),
+    )?)
+}
+
+/// The kernel's `siginfo_t` as `sigqueue` fills it (`SI_QUEUE`), for `pidfd_send_signal`:
+/// signo, errno, code, then (8-aligned) pid, uid and the value; 128 bytes in all.
+#[repr(C)]
+struct QueueInfo {
+    signo: i32,
+    errno: i32,
+    code: i32,
+    _pad: i32,
+    pid: i32,
+    uid: u32,
+    value: u64,
+    _rest: [u64; 12],
+}
+
+const _: () = assert!(std::mem::size_of::<QueueInfo>() == 128);
+
+/// Sends `sig` with the integer `value` (as `sigqueue` does) to the process of `pidfd`.
+pub(crate) fn pidfd_sigqueue(pidfd: &impl AsRawFd, sig: i32, value: i32) -> io::Result<()> {
+    let info = QueueInfo {
+        signo: sig,
+        errno: 0,
+        code: libc::SI_QUEUE,
+        _pad: 0,
+        // SAFETY: getpid and getuid cannot fail and take no arguments.
+        pid: unsafe { libc::getpid() },
+        // SAFETY: as above.
+        uid: unsafe { libc::getuid() },
+        value: value as u32 as u64,
+        _rest: [0; 12],
+    };
+    // SAFETY: `info` is a valid 128-byte siginfo for the kernel to copy.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            &info as *const QueueInfo,
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `pidfd_send_signal(pidfd, sig, NULL, 0)`: a plain signal to exactly the process of `pidfd`
+/// (a pid reused since cannot be hit).
+pub(crate) fn pidfd_kill(pidfd: &impl AsRawFd, sig: i32) -> io::Result<()> {
+    // SAFETY: plain values; a null siginfo makes the kernel fill in a plain `kill`'s.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `pidfd_getfd(pidfd, fd, 0)`: a duplicate (close-on-exec) of descriptor `fd` of the process
+/// of `pidfd`; needs ptrace access to that process.
+pub(crate) fn pidfd_getfd(pidfd: &impl AsFd, fd: RawFd) -> io::Result<OwnedFd> {
+    Ok(rustix::process::pidfd_getfd(
+        pidfd,
+        fd,
+        rustix::process::PidfdGetfdFlags::empty(),
+    )?)
+}
+
+/// Sets the calling thread's nice value (Linux schedules threads one by one, so this changes
+/// only this thread).
+pub(crate) fn set_thread_nice(nice: i32) -> io::Result<()> {
+    Ok(rustix::process::setpriority_process(
+        Some(rustix::thread::gettid()),
+        nice,
+    )?)
+}
+
+/// Whether the process of `pidfd` still runs: a pidfd turns readable when its process ends
+/// (a zombie not yet reaped has ended too, though it still takes signals).
+pub(crate) fn pidfd_alive(pidfd: &impl AsFd) -> bool {
+    matches!(poll_readable(pidfd, 0), Ok(false))
+}
+
+/// Reaps child `pid` if it has ended: `Some(raw status)`, `None` while it runs.
+pub(crate) fn try_wait_pid(pid: i32) -> io::Result<Option<i32>> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid int to write the status to.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((r > 0).then_some(status))
+}
+
+/// Blocks until any child ends: `Ok(None)` when there are no children left.
+pub(crate) fn wait_any() -> io::Result<Option<(i32, i32)>> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int to write the status to.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r > 0 {
+            return Ok(Some((r, status)));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ECHILD) => return Ok(None),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Decodes a raw wait status into an exit code the way shells do (128+signal).
+pub(crate) fn exit_code(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        1
+    }
+}
+
+/// Makes this process a child subreaper, so orphaned descendants (the restored process once
+/// criu exits) are reparented to it and it can collect their exit status.
+pub(crate) fn set_child_subreaper() -> io::Result<()> {
+    Ok(rustix::process::set_child_subreaper(Some(
+        rustix::process::getpid(),
+    ))?)
+}
