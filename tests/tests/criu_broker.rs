@@ -151,6 +151,34 @@ fn a_user_outside_the_criu_group_checkpoints_and_restores_through_the_broker() {
         r.transcript()
     );
 
+    // The image restores again: criu's outputs (its statistics, its log) went to the
+    // broker's work directory, so the sealed image is as it was.
+    let left: Vec<String> = std::fs::read_dir(&image)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            n.starts_with("stats-") && n != "stats-dump" || n.ends_with(".log") && n != "dump.log"
+        })
+        .collect();
+    assert!(
+        left.is_empty(),
+        "criu wrote into the sealed image: {left:?}"
+    );
+    let mut again = b.restore(
+        &dir,
+        uid,
+        gid,
+        "svc",
+        &["--env", "APP_STAY_MS=0", "--env", "APP_EXIT=4"],
+    );
+    again.expect("crac: restored pid=", T);
+    assert_eq!(
+        again.expect("crac-exit=", T),
+        "crac-exit=4",
+        "{}",
+        again.transcript()
+    );
+
     // `crac check`, as the user, says the broker answers.
     let o = b
         .as_user(uid, gid, &[&dir.exe(CRAC), "check"])

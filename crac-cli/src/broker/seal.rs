@@ -125,18 +125,42 @@ pub fn verify(dir: &Dir, key: &hmac::Key, uid: u32, name: &str) -> Result<(), St
     })?;
     let now = statement(dir, uid, name)?;
     if now != text {
-        let what = now
-            .lines()
-            .zip(text.lines())
-            .find(|(a, b)| a != b)
-            .map(|(_, b)| b.split(' ').next().unwrap_or(b).to_owned())
-            .unwrap_or_else(|| "a file was added or removed".into());
         return Err(format!(
-            "the image does not match its seal ({what}): it was edited after the dump, or it \
-             was sealed for another user or name"
+            "the image does not match its seal ({}): it was edited after the dump, or it was \
+             sealed for another user or name",
+            differences(text, &now)
         ));
     }
     Ok(())
+}
+
+/// What differs between the sealed statement and the image now, by name: the header lines
+/// (uid, name) and each file changed, added or removed.
+fn differences(sealed: &str, now: &str) -> String {
+    use std::collections::BTreeMap;
+    let entries = |t: &str| -> BTreeMap<String, String> {
+        t.lines()
+            .map(|l| match l.split_once(['=', ' ']) {
+                Some((k, v)) => (k.to_owned(), v.to_owned()),
+                None => (l.to_owned(), String::new()),
+            })
+            .collect()
+    };
+    let (was, is) = (entries(sealed), entries(now));
+    let mut out = Vec::new();
+    for (k, v) in &was {
+        match is.get(k) {
+            None => out.push(format!("{k} removed")),
+            Some(w) if w != v => out.push(format!("{k} changed")),
+            Some(_) => {}
+        }
+    }
+    out.extend(
+        is.keys()
+            .filter(|k| !was.contains_key(*k))
+            .map(|k| format!("{k} added")),
+    );
+    out.join(", ")
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
@@ -172,15 +196,20 @@ mod tests {
         let other = hmac::Key::new(hmac::HMAC_SHA256, &[2u8; 32]);
         assert!(verify(&d, &other, 1000, "svc").unwrap_err().contains("MAC"));
         d.write_atomic("core-1.img", b"corf", 0o600).unwrap();
-        assert!(
-            verify(&d, &key, 1000, "svc")
-                .unwrap_err()
-                .contains("core-1.img")
-        );
+        let e = verify(&d, &key, 1000, "svc").unwrap_err();
+        assert!(e.contains("(core-1.img changed)"), "{e}");
         d.write_atomic("core-1.img", b"core", 0o600).unwrap();
         verify(&d, &key, 1000, "svc").unwrap();
-        d.write_atomic("extra.img", b"x", 0o600).unwrap();
-        assert!(verify(&d, &key, 1000, "svc").is_err());
+        // A file CRIU would add (its statistics) is named, not the file that sorts after it.
+        d.write_atomic("zz-last.img", b"z", 0o600).unwrap();
+        seal(&d, &key, 1000, "svc").unwrap();
+        d.write_atomic("stats-restore", b"x", 0o600).unwrap();
+        let e = verify(&d, &key, 1000, "svc").unwrap_err();
+        assert!(e.contains("(stats-restore added)"), "{e}");
+        d.remove("stats-restore").unwrap();
+        d.remove("zz-last.img").unwrap();
+        let e = verify(&d, &key, 1000, "svc").unwrap_err();
+        assert!(e.contains("(zz-last.img removed)"), "{e}");
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -556,9 +556,12 @@ fn run_restore(
     let [stdin, stdout, stderr, payload] =
         <[&OwnedFd; 4]>::try_from(fds.iter().collect::<Vec<_>>())
             .map_err(|_| "a restore passes four descriptors".to_owned())?;
+    // criu's log, pidfile and statistics go to the work directory: the sealed image must
+    // not change, or the next restore of it would be refused.
     let mut inv = Invocation::restore(dir)
         .log(work.proc_path().join("restore.log"))
         .pidfile(work.proc_path().join("pid"))
+        .work_dir(&work.proc_path())
         .externals(&meta.external);
     inv.inherit_stdio(meta, [stdin, stdout, stderr].map(|fd| fd.as_raw_fd()));
     inv.inherit_payload_pipe(meta, payload.as_raw_fd());

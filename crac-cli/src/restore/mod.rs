@@ -383,6 +383,11 @@ fn criu_restore(dir: &Dir, meta: &Metadata, log: &str, pidfile: &Path) -> Invoca
         .log(log)
         .pidfile(pidfile)
         .externals(&meta.external);
+    // criu's statistics beside the pidfile, not in the image (a lazy restore's go to the
+    // daemon's work directory instead).
+    if let Some(work) = pidfile.parent() {
+        inv = inv.work_dir(work);
+    }
     inv.inherit_stdio(meta, [0, 1, 2]);
     inv.inherit_image_dir(meta, dir);
     inv

@@ -45,9 +45,12 @@ pub struct Invocation {
     unprivileged: bool,
     externals: Vec<String>,
     inherited: Vec<(RawFd, String)>,
-    /// Restore: through the lazy-pages daemon whose work directory this is; lazy-pages: its
-    /// own work directory.
-    lazy_work_dir: Option<PathBuf>,
+    /// criu's work directory (`--work-dir`): its statistics, and where a lazy restore and
+    /// its daemon find each other. Unset: the image directory, which a sealed image must
+    /// never get a file in.
+    work_dir: Option<PathBuf>,
+    /// A restore whose memory the lazy-pages daemon serves.
+    lazy: bool,
     pidfile: Option<PathBuf>,
     status_fd: Option<RawFd>,
     plugins: Option<PathBuf>,
@@ -84,7 +87,8 @@ impl Invocation {
             unprivileged: super::unprivileged(),
             externals: Vec::new(),
             inherited: Vec::new(),
-            lazy_work_dir: None,
+            work_dir: None,
+            lazy: false,
             pidfile: None,
             status_fd: None,
             plugins: None,
@@ -117,7 +121,7 @@ impl Invocation {
     /// The lazy-pages daemon for a restore of `images`, listening in `work_dir`.
     pub fn lazy_pages(images: &Dir, work_dir: &Path) -> Invocation {
         let mut i = Invocation::new(Action::LazyPages).on(images);
-        i.lazy_work_dir = Some(work_dir.to_owned());
+        i.work_dir = Some(work_dir.to_owned());
         i
     }
 
@@ -205,9 +209,18 @@ impl Invocation {
         }
     }
 
-    /// A restore whose memory the lazy-pages daemon in `work_dir` serves (`--lazy-pages`).
+    /// A restore whose memory the lazy-pages daemon in `work_dir` serves (`--lazy-pages`;
+    /// criu's work directory is then the daemon's).
     pub fn through_lazy_pages(mut self, work_dir: &Path) -> Invocation {
-        self.lazy_work_dir = Some(work_dir.to_owned());
+        self.lazy = true;
+        self.work_dir(work_dir)
+    }
+
+    /// criu's work directory (`--work-dir`), where it writes its statistics
+    /// (`stats-restore`, `stats-dump`) instead of the image directory: an image restored many
+    /// times, or sealed, must not change.
+    pub fn work_dir(mut self, dir: &Path) -> Invocation {
+        self.work_dir = Some(dir.to_owned());
         self
     }
 
@@ -294,10 +307,10 @@ impl Invocation {
         if self.leave_running {
             push(&["--leave-running"]);
         }
-        if let Some(w) = &self.lazy_work_dir {
-            if self.action == Action::Restore {
-                push(&["--lazy-pages"]);
-            }
+        if self.lazy && self.action == Action::Restore {
+            push(&["--lazy-pages"]);
+        }
+        if let Some(w) = &self.work_dir {
             push(&["--work-dir", &w.display().to_string()]);
         }
         if let Some(fd) = self.status_fd {
@@ -466,6 +479,15 @@ mod tests {
         assert!(daemon.windows(2).any(|p| p == ["--status-fd", "7"]));
         assert!(daemon.windows(2).any(|p| p == ["-o", "/x/lazy.log"]));
         assert!(!daemon.iter().any(|x| x == "--unprivileged"));
+        let eager = Invocation::restore(&dir)
+            .work_dir(Path::new("/run/crac/restore-1"))
+            .args();
+        assert!(
+            eager
+                .windows(2)
+                .any(|p| p == ["--work-dir", "/run/crac/restore-1"])
+        );
+        assert!(!eager.iter().any(|x| x == "--lazy-pages"));
         let restore = Invocation::restore(&dir).through_lazy_pages(w).args();
         assert!(
             restore
