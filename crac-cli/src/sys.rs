@@ -246,3 +246,167 @@ pub(crate) fn set_child_subreaper() -> io::Result<()> {
         rustix::process::getpid(),
     ))?)
 }
+
+/// `SO_PEERGROUPS` and `SO_PEERPIDFD` (`<asm-generic/socket.h>`; the libc crate does not
+/// export them for every target).
+const SO_PEERGROUPS: libc::c_int = 59;
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// The supplementary groups of the peer of a connected unix socket, as the kernel recorded
+/// them at `connect` (`SO_PEERGROUPS`).
+pub(crate) fn peer_groups(sock: &impl AsFd) -> io::Result<Vec<u32>> {
+    // NGROUPS_MAX is 65536; start small and grow once to what the kernel says it needs.
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    for _ in 0..2 {
+        let mut len = (groups.len() * std::mem::size_of::<libc::gid_t>()) as libc::socklen_t;
+        // SAFETY: `groups` is valid for `len` bytes of writing and `len` says so.
+        let r = unsafe {
+            libc::getsockopt(
+                sock.as_fd().as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let n = len as usize / std::mem::size_of::<libc::gid_t>();
+        if r == 0 {
+            groups.truncate(n);
+            return Ok(groups);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ERANGE) || n <= groups.len() {
+            return Err(e);
+        }
+        groups.resize(n, 0);
+    }
+    Err(io::Error::other(
+        "SO_PEERGROUPS: the group list kept growing",
+    ))
+}
+
+/// A pidfd of the process that connected to this unix socket, taken by the kernel at
+/// `connect` (`SO_PEERPIDFD`, Linux 6.5): it is that process even if its pid was reused.
+pub(crate) fn peer_pidfd(sock: &impl AsFd) -> io::Result<OwnedFd> {
+    let mut fd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `fd` and `len` are valid for writing and `len` holds the buffer size.
+    cvt(unsafe {
+        libc::getsockopt(
+            sock.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&mut fd as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    if fd < 0 {
+        return Err(io::Error::other("SO_PEERPIDFD gave no descriptor"));
+    }
+    // SAFETY: the kernel just made this descriptor for us; nothing else owns it.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// Blocks until a child of this process has ended and returns its pid without reaping it
+/// (`waitid(P_ALL, WEXITED | WNOWAIT)`): `Ok(None)` when there are no children.
+pub(crate) fn peek_ended_child() -> io::Result<Option<i32>> {
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid value for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is valid for writing; the id is ignored with P_ALL.
+        let r = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if r == 0 {
+            // SAFETY: waitid filled `info` for an ended child (si_pid is set for SIGCHLD).
+            return Ok(Some(unsafe { info.si_pid() }));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ECHILD) => return Ok(None),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Reaps the child of `pidfd` if it has ended: its exit code as shells give it (128+signal),
+/// `None` while it runs.
+pub(crate) fn reap_pidfd(pidfd: &impl AsFd) -> io::Result<Option<i32>> {
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    let st = loop {
+        match waitid(
+            WaitId::PidFd(pidfd.as_fd()),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r?,
+        }
+    };
+    Ok(st.map(|s| match (s.exit_status(), s.terminating_signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => 1,
+    }))
+}
+
+/// Sends one packet without blocking (never raising `SIGPIPE`): `Ok(false)` when the peer's
+/// buffer is full.
+pub(crate) fn send_nonblocking(sock: &impl AsFd, buf: &[u8]) -> io::Result<bool> {
+    use rustix::net::SendFlags;
+    match rustix::net::send(sock, buf, SendFlags::NOSIGNAL | SendFlags::DONTWAIT) {
+        Ok(_) => Ok(true),
+        Err(rustix::io::Errno::AGAIN) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Waits up to `timeout_ms` for `fd` to take writes (or hang up); `Ok(false)` on timeout.
+pub(crate) fn poll_writable(fd: &impl AsFd, timeout_ms: i32) -> io::Result<bool> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let timeout = Timespec {
+        tv_sec: i64::from(timeout_ms / 1000),
+        tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+    };
+    loop {
+        let mut p = [PollFd::new(fd, PollFlags::OUT)];
+        match poll(&mut p, Some(&timeout)) {
+            Ok(n) => return Ok(n > 0),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Sets `O_NONBLOCK` on the open file description of `fd` (a pipe end this process alone
+/// holds: the flag is shared with every holder of the description).
+pub(crate) fn set_nonblocking(fd: &impl AsFd) -> io::Result<()> {
+    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+    let flags = fcntl_getfl(fd)?;
+    Ok(fcntl_setfl(fd, flags | OFlags::NONBLOCK)?)
+}
+
+/// Sends `sig` to every process of process group `pgid`.
+pub(crate) fn kill_group(pgid: i32, sig: i32) -> io::Result<()> {
+    crac_criu::sys::kill(-pgid, sig)
+}
+
+/// Whether `fd` is a listening unix `SOCK_SEQPACKET` socket.
+pub(crate) fn is_seqpacket_listener(fd: &impl AsFd) -> bool {
+    use rustix::net::{SocketType, sockopt};
+    sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::SEQPACKET)
+        && sockopt::socket_acceptconn(fd).unwrap_or(false)
+}
+
+/// Keeps a long-running daemon's heap from growing with its busiest moment (glibc; a no-op
+/// elsewhere): every thread allocates from the main arena (`M_ARENA_MAX` 1: a thread's own
+/// arena keeps what it freed resident, `malloc_trim` trims only the main arena's top), and
+/// buffers of 64 KiB or more are mapped and unmapped on their own (a fixed
+/// `M_MMAP_THRESHOLD`: glibc would raise it to the largest buffer freed, and put the next
+/// ones among the small allocations, where they stay).
+pub(crate) fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt takes two integers and changes only the allocator's parameters.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 * 1024);
+    }
+}

@@ -8,17 +8,25 @@ use std::time::Duration;
 use crate::sys;
 use crac_criu::broker::{answer, connect, valid_name};
 
-/// `crac restore --broker NAME`: asks the broker to restore this user's image `name` with
-/// this process's descriptors 0–2 and the restore payload (`env`) on a pipe of its own; returns the restored process's exit code (or 0 at once
-/// with `detach`).
-pub fn restore(
-    name: &str,
-    env: &[(String, String)],
-    detach: bool,
-    say: &mut dyn FnMut(&str),
-) -> Result<i32, String> {
+/// What `crac restore --broker NAME` asks for.
+pub struct BrokerRestore<'a> {
+    /// This user's image in the broker's store.
+    pub name: &'a str,
+    /// The restore payload (`--env`).
+    pub env: &'a [(String, String)],
+    /// Return once the process runs, not when it ends.
+    pub detach: bool,
+    /// Into a fresh PID namespace (several copies of one image at once).
+    pub pidns: bool,
+}
+
+/// `crac restore --broker NAME`: asks the broker to restore this user's image with this
+/// process's descriptors 0–2 and the restore payload on a pipe of its own; returns the
+/// restored process's exit code (or 0 at once with `detach`).
+pub fn restore(req: &BrokerRestore<'_>, say: &mut dyn FnMut(&str)) -> Result<i32, String> {
+    let (name, env, detach) = (req.name, req.env, req.detach);
     valid_name(name)?;
-    let request = format!("restore\nname={name}\n");
+    let request = format!("restore\nname={name}\npidns={}\n", u8::from(req.pidns));
     let conn = connect(Duration::from_secs(600)).map_err(|e| e.to_string())?;
     // The restore payload on a pipe of ours: CRIU, running as this user, reopens the pipe
     // it replaces, which it may only if the pipe is this user's.

@@ -14,8 +14,14 @@
 //!   checkpoint through the broker, and the wire protocol both sides speak, are in
 //!   [`crac_criu::broker`].
 
+mod as_caller;
+mod children;
 pub(crate) mod client;
 mod creds;
+mod dump;
+mod limits;
+mod peer;
+mod restore;
 mod seal;
 pub(crate) mod server;
 mod tree;

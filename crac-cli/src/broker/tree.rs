@@ -8,8 +8,10 @@
 
 use std::fs;
 
-/// What the broker knows of the caller: `SO_PEERCRED` at connect time, and its groups and
-/// bounding set read when the request came.
+use super::peer::Peer;
+
+/// What the broker knows of the caller: what the kernel recorded when it connected (pid,
+/// uid, gid, groups) and its bounding set, read while that process still ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     /// Its pid.
@@ -45,18 +47,15 @@ fn hex(status: &str, key: &str) -> u64 {
     u64::from_str_radix(field(status, key), 16).unwrap_or(u64::MAX)
 }
 
-/// Reads the caller's groups and bounding set (the caller is `pid` with `uid`/`gid`).
-pub fn caller(pid: i32, uid: u32, gid: u32) -> Result<Caller, String> {
-    let s = status(pid, pid)?;
-    let groups = field(&s, "Groups:")
-        .split_whitespace()
-        .filter_map(|g| g.parse().ok())
-        .collect();
+/// The caller of a request: its identity as recorded at connect, checked against what
+/// `/proc` shows of the process that connected, which must still run.
+pub fn caller(peer: &Peer) -> Result<Caller, String> {
+    let s = peer.same_process()?;
     Ok(Caller {
-        pid,
-        uid,
-        gid,
-        groups,
+        pid: peer.pid,
+        uid: peer.uid,
+        gid: peer.gid,
+        groups: peer.groups.clone(),
         bnd: hex(&s, "CapBnd:"),
     })
 }
@@ -154,23 +153,15 @@ mod tests {
 
     #[test]
     fn this_test_s_own_tree_is_read() {
-        let me = std::process::id() as i32;
-        let s = status(me, me).unwrap();
-        let uid: u32 = field(&s, "Uid:")
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let gid: u32 = field(&s, "Gid:")
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let c = caller(me, uid, gid).unwrap();
+        // The peer of one end of a socket pair is this very process.
+        let (a, _b) = crate::sys::seqpacket_pair().unwrap();
+        let peer = Peer::of(&a).unwrap();
+        assert_eq!(peer.pid, std::process::id() as i32);
+        let c = caller(&peer).unwrap();
+        let s = status(peer.pid, peer.pid).unwrap();
+        assert_eq!(c.bnd, hex(&s, "CapBnd:"));
         let r = check_tree(&c);
-        if uid == 0 {
+        if c.uid == 0 {
             // Root holds capabilities: refused, naming the task.
             assert!(r.unwrap_err().contains("holds capabilities"));
         }

@@ -79,11 +79,11 @@ pub(crate) enum Command {
 
 /// `crac restore`'s forms (clap would show one).
 const RESTORE_USAGE: &str = "crac restore [OPTIONS] <DIR|REF>
-       crac restore --broker <NAME> [--env <KEY=VALUE>]... [--detach]";
+       crac restore --broker <NAME> [--env <KEY=VALUE>]... [--detach] [--pidns]";
 
 /// What `--broker` refuses: a broker restore is eager, its seal checked in full, the image
 /// its own (the registry's options are refused too: `RESTORE_REGISTRY_IDS`).
-const NOT_WITH_BROKER: [&str; 6] = ["image", "lazy", "eager", "verify", "pidns", "pid_wait"];
+const NOT_WITH_BROKER: [&str; 5] = ["image", "lazy", "eager", "verify", "pid_wait"];
 
 /// `crac restore`'s arguments.
 #[derive(Debug, Args)]
@@ -95,8 +95,8 @@ pub(crate) struct RestoreArgs {
     /// The checkpoint broker restores this user's image NAME
     ///
     /// For a user who is not root: the image's seal and the user's credentials are checked,
-    /// and the process gets this terminal's descriptors. Only --env and --detach go with
-    /// it (the broker restores eagerly, its seal checked in full).
+    /// and the process gets this terminal's descriptors. Only --env, --detach and --pidns
+    /// go with it (the broker restores eagerly, its seal checked in full).
     #[arg(
         long,
         value_name = "NAME",
@@ -205,6 +205,13 @@ pub(crate) struct DaemonArgs {
     /// The host key the images are sealed with.
     #[arg(long, value_name = "FILE", default_value = "/var/lib/crac/host.key")]
     pub(crate) key: PathBuf,
+    /// Requests served at once, in all (each holds a thread until it is answered; a
+    /// restored service holds none).
+    #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) max_requests: u32,
+    /// Requests of one user served at once: what one user can never take from another.
+    #[arg(long, value_name = "N", default_value = "8", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) max_per_user: u32,
 }
 
 /// The command line that shell completions offer: the visible commands only (clap_complete

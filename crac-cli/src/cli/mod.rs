@@ -30,13 +30,15 @@ pub struct Term<'a> {
 }
 
 impl Term<'_> {
+    /// One message, written at once: the restored process writes to the same stream, and a
+    /// line written in pieces would be torn by its output.
     fn say(&mut self, msg: &str) {
-        let _ = writeln!(self.err, "crac: {msg}");
+        let _ = self.err.write_all(format!("crac: {msg}\n").as_bytes());
         let _ = self.err.flush();
     }
 
     fn print(&mut self, line: &str) {
-        let _ = writeln!(self.out, "{line}");
+        let _ = self.out.write_all(format!("{line}\n").as_bytes());
         let _ = self.out.flush();
     }
 }

@@ -27,7 +27,13 @@ fn options(a: &RestoreArgs) -> RestoreOptions {
 pub(super) fn cmd_restore(a: &RestoreArgs, term: &mut Term<'_>) -> Result<i32, String> {
     if let Some(name) = &a.broker {
         // The broker restores this user's image of that name (see `crate::broker`).
-        return crate::broker::client::restore(name, &a.env, a.detach, &mut |m| term.say(m));
+        let req = crate::broker::client::BrokerRestore {
+            name,
+            env: &a.env,
+            detach: a.detach,
+            pidns: a.pidns,
+        };
+        return crate::broker::client::restore(&req, &mut |m| term.say(m));
     }
     let opts = options(a);
     #[cfg(feature = "registry")]
@@ -45,10 +51,7 @@ pub(super) fn cmd_restore(a: &RestoreArgs, term: &mut Term<'_>) -> Result<i32, S
     // Subreaper: once criu exits, the restored process becomes our child and we can report
     // its exit status (and reap it at once, so its PID is free for the next restore).
     restore::become_subreaper().map_err(|e| e.to_string())?;
-    let r = restore::restore(&opts, &mut |m| {
-        let _ = writeln!(term.err, "crac: {m}");
-    })
-    .map_err(|e| e.to_string())?;
+    let r = restore::restore(&opts, &mut |m| term.say(m)).map_err(|e| e.to_string())?;
     let pid = match (r.pid, r.ns_pid) {
         (Some(p), Some(ns)) => format!("{p} (pid {ns} in its own PID namespace)"),
         (Some(p), None) => p.to_string(),
@@ -105,11 +108,14 @@ mod tests {
 
     #[test]
     fn broker_restore_arguments() {
-        let a = parse_restore("--env A=1 --broker svc -d").unwrap();
-        assert_eq!((a.broker.as_deref(), a.detach), (Some("svc"), true));
+        let a = parse_restore("--env A=1 --broker svc -d --pidns").unwrap();
+        assert_eq!(
+            (a.broker.as_deref(), a.detach, a.pidns),
+            (Some("svc"), true, true)
+        );
         assert_eq!(a.env, vec![("A".into(), "1".into())]);
         for (bad, named) in [
-            ("--broker svc --pidns", "--pidns"),
+            ("--broker svc --lazy", "--lazy"),
             ("--broker svc /img", "DIR|REF"),
             ("--broker svc --eager", "--eager"),
             ("--broker svc --pid-wait 1", "--pid-wait"),

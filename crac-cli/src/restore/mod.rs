@@ -554,7 +554,7 @@ fn wait_bounded(
 
 /// The host pid of the process that is `ns_pid` in the namespace whose init is the child of
 /// `unshare_pid` (`None` if it has already ended and been reaped).
-fn host_pid(unshare_pid: i32, ns_pid: i32) -> Option<i32> {
+pub(crate) fn host_pid(unshare_pid: i32, ns_pid: i32) -> Option<i32> {
     sys::children(unshare_pid)
         .into_iter()
         .flat_map(sys::children)

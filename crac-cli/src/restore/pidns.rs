@@ -1,5 +1,9 @@
-//! `crac restore --pidns`: the restore runs under an init of ours, PID 1 of a fresh PID
-//! namespace (`unshare --pid --fork --mount-proc crac __pidns-init …`).
+//! The init of a restore: `crac restore --pidns` runs the restore under it as PID 1 of a
+//! fresh PID namespace (`unshare --pid --fork --mount-proc crac __pidns-init …`), and the
+//! checkpoint broker runs each restore under it (in a fresh namespace, or in its own as a
+//! subreaper) so that the restored service is the init's to hold, not the broker's: the
+//! broker is free once the init reports, and the init sends the service's exit status to the
+//! caller's connection (`--answer-fd`) when it ends.
 //!
 //! Why an init of our own rather than criu itself as PID 1: criu without `--restore-detached`
 //! stays as the namespace's init, but then nothing says when the restore is over (its pidfile
@@ -11,11 +15,10 @@
 //! it exits, the kernel ends whatever is left in the namespace.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::fd::{OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::sys;
@@ -58,19 +61,45 @@ impl InitReport {
 /// Reads the init's report from the status pipe, waiting at most `timeout`. `None`: nothing
 /// within the time. An init that ended without a line is a failure.
 pub fn read_report(status: OwnedFd, timeout: Duration) -> Option<InitReport> {
-    let (tx, rx) = mpsc::channel();
-    // A thread, so the wait has a bound without a poll(2) wrapper; it ends when the pipe
-    // closes, which the caller ensures by ending the init on a timeout.
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let r = match BufReader::new(fs::File::from(status)).read_line(&mut line) {
-            Ok(0) => InitReport::Failed("the pidns init ended without a report".into()),
-            Ok(_) => InitReport::parse(&line),
-            Err(e) => InitReport::Failed(format!("reading the pidns init's report: {e}")),
-        };
-        let _ = tx.send(r);
-    });
-    rx.recv_timeout(timeout).ok()
+    let deadline = std::time::Instant::now() + timeout;
+    let mut line = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        if let Some(end) = line.iter().position(|b| *b == b'\n') {
+            return Some(InitReport::parse(&String::from_utf8_lossy(&line[..end])));
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        match sys::poll_readable(&status, ms) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                return Some(InitReport::Failed(format!(
+                    "reading the pidns init's report: {e}"
+                )));
+            }
+        }
+        match rustix::io::read(&status, &mut buf) {
+            Ok(0) => {
+                return Some(InitReport::Failed(
+                    "the pidns init ended without a report".into(),
+                ));
+            }
+            // A report is one short line: more is not the init's.
+            Ok(n) if line.len() + n <= 4096 => line.extend_from_slice(&buf[..n]),
+            Ok(_) => {
+                return Some(InitReport::Failed(
+                    "the pidns init's report is too long".into(),
+                ));
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                return Some(InitReport::Failed(format!(
+                    "reading the pidns init's report: {e}"
+                )));
+            }
+        }
+    }
 }
 
 /// The init's command line after [`INIT_COMMAND`] (a hidden subcommand of `crac`).
@@ -82,6 +111,10 @@ pub struct InitArgs {
     /// Where criu writes the restored process's pid.
     #[arg(long, value_name = "FILE")]
     pidfile: PathBuf,
+    /// A connection to send `exit code=N` on when the restored process ends (the broker's
+    /// caller).
+    #[arg(long, value_name = "N")]
+    answer_fd: Option<RawFd>,
     /// criu and its arguments, after `--`: taken as they are, dashes and all.
     #[arg(last = true, required = true, value_name = "CRIU ARGS")]
     criu: Vec<String>,
@@ -90,16 +123,33 @@ pub struct InitArgs {
 /// Runs the init (PID 1 of the namespace) and returns the exit code: the restored process's
 /// status, or 1 when the restore failed (reported on the status pipe first).
 pub fn run_init(a: &InitArgs) -> Result<i32, String> {
-    let mut status = fs::File::from(
-        sys::inherited_fd(a.status_fd).map_err(|e| format!("status fd {}: {e}", a.status_fd))?,
-    );
+    // Outside a new namespace (the broker's restores), the restored root comes to us only
+    // as a subreaper; as PID 1 this changes nothing.
+    sys::set_child_subreaper().map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
+    let taken = |fd: RawFd, what: &str| {
+        let f = sys::inherited_fd(fd).map_err(|e| format!("{what} fd {fd}: {e}"))?;
+        // Ours alone: criu and what it restores must not inherit it.
+        sys::set_cloexec(&f, true).map_err(|e| format!("{what} fd {fd}: {e}"))?;
+        Ok::<_, String>(f)
+    };
+    let mut status = fs::File::from(taken(a.status_fd, "status")?);
+    let answer = a.answer_fd.map(|fd| taken(fd, "answer")).transpose()?;
     let report = restore_detached(a);
     let _ = status.write_all(report.line().as_bytes());
     drop(status); // the restorer sees the line, then EOF
     let InitReport::Restored(root) = report else {
         return Ok(1);
     };
-    // Adopted orphans are reaped as they end; the restored root's status is ours.
+    let code = wait_root(root)?;
+    if let Some(conn) = answer {
+        // One packet, never waited for: a caller that left (--detach) is not waited on.
+        let _ = sys::send_nonblocking(&conn, format!("exit code={code}").as_bytes());
+    }
+    Ok(code)
+}
+
+/// Reaps adopted orphans as they end until the restored root does: its exit code.
+fn wait_root(root: i32) -> Result<i32, String> {
     loop {
         match sys::wait_any() {
             Ok(Some((pid, st))) if pid == root => return Ok(sys::exit_code(st)),
@@ -121,6 +171,10 @@ fn restore_detached(a: &InitArgs) -> InitReport {
         .and_then(|s| s.trim().parse::<i32>().ok());
     fs::remove_file(&a.pidfile).ok();
     match pid {
+        // criu has exited: the restored root is ours now, or the pidfile is wrong.
+        Some(pid) if st.success() && !sys::own_children().contains(&pid) => InitReport::Failed(
+            format!("criu's pidfile names pid {pid}, which is not the restored process"),
+        ),
         Some(pid) if st.success() => InitReport::Restored(pid),
         Some(_) => InitReport::Failed(format!("criu restore failed ({st})")),
         None if st.success() => InitReport::Failed("criu restore wrote no pidfile".into()),

@@ -72,6 +72,12 @@ pub enum Launch {
         /// The init's program and options.
         init: Vec<OsString>,
     },
+    /// Under an init of the caller's, in this PID namespace: `INIT… -- CRIU ARGS…` (the init
+    /// holds what criu restores: the broker's way to hand a restored service off).
+    Init {
+        /// The init's program and options.
+        init: Vec<OsString>,
+    },
 }
 
 impl Invocation {
@@ -334,22 +340,47 @@ impl Invocation {
     /// The command that runs `criu` this way, started as `launch` says. Standard streams
     /// and descriptors are the caller's to set.
     pub fn command(&self, criu: &Path, launch: &Launch) -> Command {
-        match launch {
+        self.command_under(criu, launch, &[])
+    }
+
+    /// [`Self::command`] with criu run by `wrapper` (a program and its options that end
+    /// with running what follows them, e.g. `setpriv … --`).
+    pub fn command_under(&self, criu: &Path, launch: &Launch, wrapper: &[OsString]) -> Command {
+        let criu_line = wrapper
+            .iter()
+            .cloned()
+            .chain([criu.as_os_str().to_owned()])
+            .chain(self.args().into_iter().map(OsString::from));
+        let (program, rest): (OsString, Vec<OsString>) = match launch {
             Launch::Direct => {
-                let mut c = Command::new(criu);
-                c.args(self.args());
-                c
+                let mut all = criu_line;
+                (all.next().expect("criu"), all.collect())
             }
-            Launch::PidNamespace { init } => {
-                let mut c = Command::new("unshare");
-                c.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-                    .args(init)
-                    .arg("--")
-                    .arg(criu)
-                    .args(self.args());
-                c
+            Launch::PidNamespace { init } => (
+                "unshare".into(),
+                ["--pid", "--fork", "--mount-proc", "--kill-child"]
+                    .map(OsString::from)
+                    .into_iter()
+                    .chain(init.iter().cloned())
+                    .chain(["--".into()])
+                    .chain(criu_line)
+                    .collect(),
+            ),
+            Launch::Init { init } => {
+                let (first, more) = init.split_first().expect("an init program");
+                (
+                    first.clone(),
+                    more.iter()
+                        .cloned()
+                        .chain(["--".into()])
+                        .chain(criu_line)
+                        .collect(),
+                )
             }
-        }
+        };
+        let mut c = Command::new(program);
+        c.args(rest);
+        c
     }
 
     /// The swrk RPC request of a [`Self::dump_self`] (sent on the socket `criu swrk` was
@@ -533,6 +564,30 @@ mod tests {
             .map(|s| s.to_string())
             .chain(super::super::unprivileged().then(|| "--unprivileged".to_owned()))
             .collect::<Vec<_>>()
+        );
+        let wrapped = Invocation::check().unprivileged(false).command_under(
+            Path::new("/c/criu"),
+            &Launch::Init {
+                init: vec!["/bin/init".into(), "--y".into()],
+            },
+            &["setpriv".into(), "--reuid=7".into(), "--".into()],
+        );
+        let argv: Vec<String> = std::iter::once(wrapped.get_program())
+            .chain(wrapped.get_args())
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            argv,
+            [
+                "/bin/init",
+                "--y",
+                "--",
+                "setpriv",
+                "--reuid=7",
+                "--",
+                "/c/criu",
+                "check"
+            ]
         );
         std::fs::remove_dir_all(base).unwrap();
     }
