@@ -30,8 +30,9 @@ pub struct Request {
 pub enum Answer {
     /// The process checkpointed and goes on (or the checkpoint failed there): `(ok, text)`.
     Answered(bool, String),
-    /// The process checkpointed in stop mode and is gone; the sealed image is in this directory.
-    Stopped(PathBuf),
+    /// The process checkpointed in stop mode and is gone; the sealed image is in this
+    /// directory, and CRIU's account of the dump (where the frozen time went), if it left one.
+    Stopped(PathBuf, Option<String>),
 }
 
 /// What `/proc/PID/status` and `/proc/PID/environ` say about a request's target.
@@ -215,8 +216,9 @@ fn stopped(pid: i32, dir: Option<PathBuf>, uid: u32, deadline: Instant) -> Resul
     // Its dump helper may still be sealing the image.
     let left = deadline.saturating_duration_since(Instant::now());
     crac_criu::image::manifest::wait_sealed(&image, left).map_err(|e| e.to_string())?;
+    let stats = crac_criu::criu::stats::DumpStats::read(&image).map(|s| s.summary());
     match image.stat(crac_criu::image::MANIFEST_FILE) {
-        Ok(Some(_)) => Ok(Answer::Stopped(d)),
+        Ok(Some(_)) => Ok(Answer::Stopped(d, stats)),
         _ => Err(format!(
             "process {pid} exited during the checkpoint and {shown} holds no complete, sealed \
              image"

@@ -363,6 +363,16 @@ fn crac_checkpoint_pid_checkpoints_a_running_program() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("continued"), "{err}");
+    // Where its time went: the engine's checks, criu, CRIU's own account, the seal.
+    for part in [
+        "checks ",
+        "criu ",
+        "frozen ",
+        "pages copied out ",
+        "sealed files=",
+    ] {
+        assert!(err.contains(part), "{part} in {err}");
+    }
     assert!(other.join("inventory.img").exists(), "image in --dir");
     let out = orig.expect("outcome=", T);
     assert_eq!(must(&out, "outcome"), "continued", "{out}");
@@ -375,7 +385,9 @@ fn crac_checkpoint_pid_checkpoints_a_running_program() {
     );
     let pid: i32 = must(&orig.expect("ready ", T), "pid").parse().unwrap();
     let o = crac(&["checkpoint", &pid.to_string()]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("and stopped (criu: frozen "), "{err}");
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
         std::fs::canonicalize(&img).unwrap().to_str().unwrap(),

@@ -31,9 +31,10 @@ pub(super) fn cmd_checkpoint(a: &CheckpointArgs, term: &mut Term<'_>) -> Result<
             term.say(&format!("pid {pid} did not checkpoint: {text}"));
             Ok(1)
         }
-        control::Answer::Stopped(d) => {
+        control::Answer::Stopped(d, stats) => {
             let d = crac_criu::control::printable(&d.display().to_string());
-            term.say(&format!("pid {pid} checkpointed to {d} and stopped"));
+            let how = stats.map(|s| format!(" (criu: {s})")).unwrap_or_default();
+            term.say(&format!("pid {pid} checkpointed to {d} and stopped{how}"));
             term.print(&d);
             Ok(0)
         }

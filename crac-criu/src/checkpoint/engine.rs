@@ -13,6 +13,7 @@ use super::config::Config;
 use super::preflight::{externals, preflight, write_metadata};
 use super::{helper, memory};
 use crate::criu::invocation::Invocation;
+use crate::criu::stats::DumpStats;
 use crate::criu::{self, rpc};
 use crate::error::{Error, ErrorKind};
 use crate::safe_dir::Dir;
@@ -52,12 +53,15 @@ fn ms(d: Duration) -> f64 {
 /// metadata, the dump, and what the answer means (restored, or the original going on).
 pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
     memory::release_free_heap();
+    // A breakdown is of this checkpoint or none.
+    take_breakdown();
     if super::via_broker::wanted()? {
         let _s = tracing::info_span!("checkpoint_through_broker").entered();
         return super::via_broker::checkpoint(cfg);
     }
     let started = Instant::now();
     let (criu, dir, scan) = preflight(cfg)?;
+    let preflight_ms = ms(started.elapsed());
     // The pipe a restorer feeds new configuration through: only the read end goes into the
     // image. Restored by plain `criu restore` it has no writer and reads as empty.
     let (env_r, env_w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
@@ -112,14 +116,26 @@ pub fn checkpoint(cfg: &Config) -> Result<EngineOutcome, Error> {
             ),
         ));
     }
-    tracing::info!(
-        dump_ms,
-        total_ms = ms(started.elapsed()),
-        dir = %shown.display(),
-        sealed = %sealed,
-        "image written; process continues"
+    let breakdown = format!(
+        "checkpoint {:.0} ms: checks {preflight_ms:.0} ms, criu {dump_ms:.0} ms ({}), {sealed}",
+        ms(started.elapsed()),
+        DumpStats::read(&dir).map_or_else(|| "no stats-dump".to_owned(), |s| s.summary())
     );
+    tracing::info!(dir = %shown.display(), "image written; process continues: {breakdown}");
+    *LAST_BREAKDOWN.lock().unwrap_or_else(|p| p.into_inner()) = Some(breakdown);
     Ok(EngineOutcome::Continued { image_dir: shown })
+}
+
+/// Where the time of this process's last leave-running checkpoint went (for the answer to
+/// `crac checkpoint PID`).
+static LAST_BREAKDOWN: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Takes the breakdown of the last leave-running checkpoint, if there is one.
+pub(crate) fn take_breakdown() -> Option<String> {
+    LAST_BREAKDOWN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
 }
 
 /// Starts the dump helper, sends CRIU the dump request and waits for its answer (bounded):

@@ -104,7 +104,10 @@ fn handle(sender: i32, uid: u32, token: i32) {
     let result = Core::checkpoint_restore_with(&options);
     let text = match &result {
         Ok(o) if o.is_restored() => return, // a restored copy: the requester is long gone
-        Ok(o) => format!("ok\n{o}\n"),
+        Ok(o) => match crate::checkpoint::engine::take_breakdown() {
+            Some(b) => format!("ok\n{o}\n{b}\n"),
+            None => format!("ok\n{o}\n"),
+        },
         Err(e) => {
             let restored = matches!(
                 e,

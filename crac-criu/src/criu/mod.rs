@@ -5,6 +5,7 @@ pub mod invocation;
 pub mod kdat;
 pub mod log;
 pub mod rpc;
+pub mod stats;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -226,6 +226,8 @@ struct Figures {
     cold_first_ack_ms: f64,
     checkpoint_ms: f64,
     dump_ms: f64,
+    /// CRIU's own account of the dump: where the frozen time went.
+    dump_stats: String,
     /// Config and layers as the registry stores them.
     registry_mb: f64,
     push_ms: f64,
@@ -290,6 +292,7 @@ fn main() -> ExitCode {
         cold_first_ack_ms,
         checkpoint_ms: 0.0,
         dump_ms: f64::NAN,
+        dump_stats: String::new(),
         registry_mb: f64::NAN,
         push_ms: f64::NAN,
     };
@@ -323,10 +326,15 @@ fn main() -> ExitCode {
     orig.wait(T);
     fig.checkpoint_ms = t.elapsed().as_secs_f64() * 1e3;
     fig.dump_ms = criu_log_ms(&img.join("dump.log")).unwrap_or(f64::NAN);
+    fig.dump_stats = crac_criu::safe_dir::Dir::open(&img)
+        .ok()
+        .and_then(|d| crac_criu::criu::stats::DumpStats::read(&d))
+        .map_or_else(|| "no stats-dump".to_owned(), |s| s.summary());
     fig.image_mb = dir_mb(&img);
     step(&format!(
-        "image of {:.0} MB written in {:.0} ms (CRIU's dump {:.0} ms); the process is gone",
-        fig.image_mb, fig.checkpoint_ms, fig.dump_ms
+        "image of {:.0} MB written in {:.0} ms (CRIU's dump {:.0} ms, the process {}); the \
+         process is gone",
+        fig.image_mb, fig.checkpoint_ms, fig.dump_ms, fig.dump_stats
     ));
 
     let before = kafka.leaders(TOPIC);
@@ -516,7 +524,10 @@ fn report(
         "| checkpoint (`crac checkpoint`: request → image written) | {:.0} ms |",
         fig.checkpoint_ms
     );
-    println!("| of which CRIU's dump | {:.0} ms |", fig.dump_ms);
+    println!(
+        "| of which CRIU's dump | {:.0} ms: the process {} |",
+        fig.dump_ms, fig.dump_stats
+    );
     println!(
         "| copy b, restored alone: CRIU restore (`crac restore` → process running) | {:.0} ms |",
         b.restore_ms
