@@ -33,6 +33,9 @@ pub enum Answer {
     /// The process checkpointed in stop mode and is gone; the sealed image is in this
     /// directory, and CRIU's account of the dump (where the frozen time went), if it left one.
     Stopped(PathBuf, Option<String>),
+    /// The process checkpointed in stop mode through the checkpoint broker and is gone; the
+    /// image is the broker's, of this name (`crac restore --broker NAME`).
+    StoppedToBroker(String),
 }
 
 /// What `/proc/PID/status` and `/proc/PID/environ` say about a request's target.
@@ -144,11 +147,14 @@ fn wait_answer(
             return Ok(Answer::Answered(status == "ok", printable(rest.trim())));
         }
         if !sys::pidfd_alive(pidfd) {
-            let dir = read_answer(chan, &names[1], uid)?.and_then(|t| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix("dir=").map(PathBuf::from))
-            });
-            return stopped(pid, dir, uid, deadline);
+            let ack = read_answer(chan, &names[1], uid)?.unwrap_or_default();
+            let field = |k: &str| ack.lines().find_map(|l| l.strip_prefix(k));
+            if let Some(name) = field("broker=") {
+                let name = crac_criu::broker::valid_name(name)
+                    .map_err(|e| format!("process {pid} reported a broker image: {e}"))?;
+                return Ok(Answer::StoppedToBroker(name.to_owned()));
+            }
+            return stopped(pid, field("dir=").map(PathBuf::from), uid, deadline);
         }
         if Instant::now() >= deadline {
             return Err(format!("process {pid} did not answer in time (--timeout)"));

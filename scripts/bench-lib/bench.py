@@ -47,6 +47,9 @@ Sections (`--sections`, default all of them, in this order):
               split into hooks / drain / dump; restore, restore to first ack and all pages in,
               eager and lazy (`crac restore --eager` / `--lazy`), against a cold start that
               rebuilds the same state
+  broker      a user who is not root checkpoints the service through `crac daemon` and restores it
+              with `crac restore --broker NAME`, lazily and eagerly: the broker's answer and the
+              restored copy's first acknowledged record (1 GB of state)
   images      images that travel (`crac push`/`crac pull`/`crac restore REF`) through a real OCI
               registry (Debian's docker-registry on 127.0.0.1, scripts/registry): for the demo's
               warm state (a catalog of 1,000,000 items) and for filled state of 200 MB and 1 GB,
@@ -96,6 +99,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -610,6 +614,7 @@ class Bench:
         self.runs = []
         self.checkpoints = []
         self.images = []
+        self.brokers = []
         self.meta = {}
         self.clusters = {}
 
@@ -1350,6 +1355,178 @@ def image_state_label(warm):
     return f"demo catalog ({int(n):,} items)" if kind == "catalog" else f"{n} MB filled"
 
 
+# --- restores through the checkpoint broker -------------------------------------------------
+
+BROKER_USER = "crac-bench-user"
+
+
+def section_broker(bench):
+    """A user who is not root checkpoints the service through `crac daemon` and restores it
+    with `crac restore --broker NAME`, lazily and eagerly: from `crac restore` starting to
+    the restored copy's first acknowledged record (issue 39)."""
+    a = bench.args
+    c = bench.cluster(1)
+    topic = "bench-broker"
+    c.create_topic(topic)
+    sizes = [int(s) for s in a.state_mb.split(",")] if a.state_mb else ([10] if bench.quick else [1024])
+    try:
+        env = broker_setup(bench)
+        for mb in sizes:
+            for rnd in range(bench.rounds):
+                log(f"broker: {mb} MB of state, round {rnd + 1}")
+                try:
+                    row = broker_round(bench, env, c, topic, mb, rnd)
+                except Exception as e:  # keep going: the report says what failed
+                    row = {"error": str(e)}
+                    log(f"  FAILED: {e}")
+                row.update({"state_mb": mb, "round": rnd})
+                bench.brokers.append(row)
+    finally:
+        d = getattr(bench, "broker_daemon", None)
+        if d and d.poll() is None:
+            d.kill()
+            d.wait()
+        if getattr(bench, "broker_base", None):
+            for f in bench.broker_base.glob("home/*.log"):
+                shutil.copy2(f, bench.out / f"broker-{f.name}")
+            shutil.rmtree(bench.broker_base, ignore_errors=True)
+        c.delete_topic(topic)
+
+
+def broker_setup(bench):
+    """The user, executables it can run, and a daemon of the bench's own (its socket, store and
+    key in the bench's work directory); returns the environment of the user's commands."""
+    a = bench.args
+    if subprocess.run(["id", BROKER_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", BROKER_USER],
+                       check=True)
+    # Outside the bench's work directory, which is root's alone: the user runs these.
+    base = Path(tempfile.mkdtemp(prefix="crac-bench-broker-"))
+    bench.broker_base = base
+    (base / "bin").mkdir(parents=True)
+    os.chmod(base, 0o755)
+    os.chmod(base / "bin", 0o755)
+    for exe in (a.service, a.crac):
+        shutil.copy2(exe, base / "bin")
+        os.chmod(base / "bin" / Path(exe).name, 0o755)
+    home = base / "home"
+    # The user's runtime directory (0700, its own): where `crac checkpoint PID`, as the user,
+    # finds the service's control channel.
+    xdg = home / "run"
+    for d in (home, xdg):
+        d.mkdir(mode=0o700)
+        shutil.chown(d, BROKER_USER, BROKER_USER)
+    socket = base / "run" / "daemon.sock"
+    log_path = bench.out / "broker-daemon.log"
+    denv = dict(os.environ, CRAC_CRIU=a.criu_plain)
+    with open(log_path, "ab") as lf:
+        bench.broker_daemon = subprocess.Popen(
+            [a.crac, "daemon", "--socket", str(socket), "--store", str(base / "store"), "--key",
+             str(base / "key" / "host.key")], stdout=lf, stderr=lf, env=denv)
+    deadline = time.time() + 30
+    while not socket.exists():
+        if time.time() > deadline or bench.broker_daemon.poll() is not None:
+            raise RuntimeError(f"crac daemon did not listen; see {log_path}")
+        time.sleep(0.05)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "XDG_RUNTIME_DIR": str(xdg),
+           "CRAC_BROKER_SOCKET": str(socket)}
+    return {"env": env, "base": base, "home": home}
+
+
+def as_user(argv):
+    return ["setpriv", f"--reuid={BROKER_USER}", f"--regid={BROKER_USER}", "--init-groups", "--"] + argv
+
+
+def broker_round(bench, u, cluster, topic, mb, rnd):
+    base, home = u["base"], u["home"]
+    svc, crac = str(base / "bin" / Path(bench.args.service).name), str(base / "bin" / "crac")
+    name = f"svc-{mb}-{rnd}"
+    env = dict(u["env"], CRAC_CHECKPOINT_TO=str(home / name), SVC_BOOTSTRAP=cluster.bootstrap, SVC_TOPIC=topic,
+               SVC_STATE_MB=str(mb), SVC_RATE="1000", SVC_QUIESCE="1", SVC_LOG="info")
+    errlog = home / f"service-{name}.log"
+    row = {}
+    # In a session of its own (setsid execs it, same pid), as a service is started.
+    p = subprocess.Popen(as_user(["setsid", svc]), stdout=subprocess.PIPE, stderr=open(errlog, "ab"), env=env)
+    try:
+        out = Lines(p.stdout)
+        ready, _ = out.expect("ready ", 600)
+        state_sum = field(ready, "state_sum")
+        out.expect("first_ack ", 120)
+        _, pos = out.expect("progress ", 60)
+        t_req = time.time_ns()
+        ck = subprocess.run(as_user([crac, "checkpoint", str(p.pid), "--timeout", "300"]), capture_output=True,
+                            text=True, env=env, timeout=330)
+        if ck.returncode != 0:
+            raise RuntimeError(f"checkpoint through the broker failed: {ck.stdout}{ck.stderr}")
+        p.wait(120)
+        row["checkpoint_total_ms"] = (time.time_ns() - t_req) / 1e6
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    # The image is sealed a moment after the process is gone.
+    time.sleep(1)
+    modes = ["lazy", "eager"] if rnd % 2 == 0 else ["eager", "lazy"]
+    for mode in modes:
+        for k, v in broker_restore_run(crac, name, env, home, mode, state_sum).items():
+            row[f"{k}_{mode}"] = v
+    log(f"  checkpoint {row['checkpoint_total_ms']:.0f} ms; "
+        + "; ".join(f"{m}: broker answered {row.get(f'answer_ms_{m}') or 0:.0f} ms, first ack "
+                    f"{row[f'restore_first_ack_ms_{m}']:.0f} ms" for m in modes))
+    return row
+
+
+def broker_restore_run(crac, name, env, home, mode, state_sum):
+    """`crac restore --broker NAME --MODE` as the user, its output through a pipe of the user's
+    own (CRIU, as the user, reopens the pipes it hands in): first ack from `crac restore`
+    starting, and the restored state's digest checked."""
+    errlog = home / f"restore-{name}-{mode}.log"
+    script = f'"$0" restore --broker {name} --{mode} --env SVC_FINAL=200 2>>{errlog} | cat'
+    t0 = time.time_ns()
+    r = subprocess.Popen(as_user(["/bin/sh", "-c", script, crac]), stdout=subprocess.PIPE, env=env)
+    try:
+        rout = Lines(r.stdout)
+        precise, _ = rout.expect("first_ack_of_gen gen=1 ", 120)
+        checked, _ = rout.expect("state_checked gen=1 ", 300)
+        rout.expect("done ", 120)
+        code = r.wait(300)
+    finally:
+        if r.poll() is None:
+            r.kill()
+            r.wait()
+    if code != 0:
+        raise RuntimeError(f"restore --broker --{mode}: exit {code}; see {errlog}")
+    if field(checked, "state_sum") != state_sum:
+        raise RuntimeError(f"restore --broker --{mode}: state digest {field(checked, 'state_sum')}, the original's {state_sum}")
+    row = {"restore_first_ack_ms": (int(field(precise, "unix_ns")) - t0) / 1e6}
+    m = re.search(r"restored pid=\d+ ms=([\d.]+)", errlog.read_text(errors="replace"))
+    if m:
+        row["answer_ms"] = float(m.group(1))
+    return row
+
+
+def broker_report(bench):
+    rows = getattr(bench, "brokers", [])
+    if not rows:
+        return ""
+    L = ["## Restores through the checkpoint broker", "",
+         "A user who is not root (no criu group) checkpoints the service (`tests/src/bin/kafka_service.rs`) through "
+         "`crac daemon` with `crac checkpoint PID`, then restores it with `crac restore --broker NAME --lazy` and "
+         "`--eager` in turns. First ack: from `crac restore` starting to the restored copy's first acknowledged "
+         "record; broker's answer: the broker's own time to `restored pid=N` (its checks, criu restore). The "
+         "restored state's digest is checked each time.", "",
+         "| state | round | checkpoint ms | broker answer ms lazy / eager | first ack ms lazy | eager |",
+         "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            L.append(f"| {r['state_mb']} MB | {r['round'] + 1} | FAILED: {r['error'][:120]} | | | |")
+            continue
+        L.append(f"| {r['state_mb']} MB | {r['round'] + 1} | {fmt(r.get('checkpoint_total_ms'))} | "
+                 f"{fmt(r.get('answer_ms_lazy'), 1)} / {fmt(r.get('answer_ms_eager'), 1)} | "
+                 f"{fmt(r.get('restore_first_ack_ms_lazy'))} | {fmt(r.get('restore_first_ack_ms_eager'))} |")
+    return "\n".join(L) + "\n"
+
+
 def section_images(bench):
     c = bench.cluster(1)
     topic = "bench-images"
@@ -1488,6 +1665,7 @@ SECTIONS = {
     "transactions": Bench.section_transactions,
     "checkpoint": Bench.section_checkpoint,
     "images": section_images,
+    "broker": section_broker,
 }
 
 
@@ -1738,7 +1916,7 @@ def report(bench):
     baseline_md = baseline_report(bench)
     if baseline_md:
         L.append(baseline_md)
-    images_md = images_report(bench)
+    images_md = images_report(bench) + broker_report(bench)
     if images_md:
         L.append(images_md)
     failed = [r for r in runs if "error" in r] + [r for r in ck if "error" in r] + [r for r in bench.images if "error" in r]
@@ -2388,6 +2566,7 @@ def main():
     ap.add_argument("--service", required=True)
     ap.add_argument("--crac", required=True)
     ap.add_argument("--criu", default="")
+    ap.add_argument("--criu-plain", default="", help="a criu without capabilities all can run (the broker section)")
     ap.add_argument("--java-txn-classpath", default="",
                     help="classpath of Kafka's jars and the compiled TxnPerf (the transactions section's Java peer)")
     args = ap.parse_args()
@@ -2408,7 +2587,8 @@ def main():
         bench.meta["minutes"] = round((time.monotonic() - started) / 60, 1)
         bench.meta["load_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
         (bench.out / "results.json").write_text(json.dumps(
-            {"meta": bench.meta, "runs": bench.runs, "checkpoints": bench.checkpoints, "images": bench.images}, indent=1))
+            {"meta": bench.meta, "runs": bench.runs, "checkpoints": bench.checkpoints, "images": bench.images,
+             "brokers": bench.brokers}, indent=1))
         md = report(bench)
         (bench.out / "results.md").write_text(md + "\n")
         (bench.out / "summary.md").write_text(summary(bench) + "\n")
@@ -2419,7 +2599,7 @@ def main():
         print(md)
         log(f"done in {bench.meta['minutes']} min; results in {bench.out}")
     failed = [r for r in bench.runs if "error" in r] + [r for r in bench.checkpoints if "error" in r] \
-        + [r for r in bench.images if "error" in r]
+        + [r for r in bench.images if "error" in r] + [r for r in bench.brokers if "error" in r]
     return 1 if failed else 0
 
 

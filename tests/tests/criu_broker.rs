@@ -121,7 +121,8 @@ fn a_user_outside_the_criu_group_checkpoints_and_restores_through_the_broker() {
     let dir = UserDir::new("broker", uid, gid, &[APP, CRAC]);
     let mut b = Broker::start(&dir);
     let mut p = b.app(&dir, uid, gid, "svc", &[]);
-    let pid: i32 = must(&p.expect("ready ", T), "pid").parse().unwrap();
+    let ready = p.expect("ready ", T);
+    let pid: i32 = must(&ready, "pid").parse().unwrap();
     killed_by_dump(&mut p);
     let said = b.dumped("svc");
     assert!(said.contains("crac-dumped ok"), "{said}");
@@ -136,12 +137,16 @@ fn a_user_outside_the_criu_group_checkpoints_and_restores_through_the_broker() {
         uid,
         gid,
         "svc",
-        &["--env", "APP_STAY_MS=3000", "--env", "APP_EXIT=3"],
+        &["--lazy", "--env", "APP_STAY_MS=3000", "--env", "APP_EXIT=3"],
     );
-    r.expect("crac: restored pid=", T);
+    // Lazily: criu, as the user, restores without the memory, which its lazy-pages daemon
+    // (as the user too) serves; the table reads back whole.
+    let restored = r.expect("crac: restored pid=", T);
+    assert!(restored.contains(" lazy=1"), "{restored}");
     let out = r.expect("outcome=", T);
     assert_eq!(must(&out, "outcome"), "restored", "{}", r.transcript());
     assert_eq!(must(&out, "pid"), pid.to_string());
+    assert_eq!(must(&out, "checksum"), must(&ready, "checksum"));
     assert!(alive(pid));
     assert_eq!(uid_of(pid), uid.to_string(), "restored as the user");
     assert_eq!(
@@ -169,9 +174,12 @@ fn a_user_outside_the_criu_group_checkpoints_and_restores_through_the_broker() {
         uid,
         gid,
         "svc",
-        &["--env", "APP_STAY_MS=0", "--env", "APP_EXIT=4"],
+        &["--eager", "--env", "APP_STAY_MS=0", "--env", "APP_EXIT=4"],
     );
-    again.expect("crac: restored pid=", T);
+    let restored = again.expect("crac: restored pid=", T);
+    assert!(restored.contains(" lazy=0"), "{restored}");
+    let out = again.expect("outcome=", T);
+    assert_eq!(must(&out, "checksum"), must(&ready, "checksum"));
     assert_eq!(
         again.expect("crac-exit=", T),
         "crac-exit=4",
@@ -197,6 +205,104 @@ fn a_user_outside_the_criu_group_checkpoints_and_restores_through_the_broker() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"));
+}
+
+/// `crac checkpoint PID`, as the user, of a service that checkpoints through the broker (stop
+/// mode): the answer names the broker's image (the user cannot reach it), which then restores.
+#[test]
+fn crac_checkpoint_of_a_service_through_the_broker_names_its_image() {
+    let (uid, gid) = system_user(OUTSIDER, &[]);
+    let dir = UserDir::new("broker-request", uid, gid, &[APP, CRAC]);
+    let b = Broker::start(&dir);
+    // The user's own runtime directory (0700): where the request finds the control channel.
+    let xdg = dir.join("").display().to_string();
+    let mut p = b.app(
+        &dir,
+        uid,
+        gid,
+        "asked",
+        &[("APP_TRIGGER", "external"), ("XDG_RUNTIME_DIR", &xdg)],
+    );
+    let ready = p.expect("ready ", T);
+    let pid = must(&ready, "pid");
+    let o = b
+        .as_user(uid, gid, &[&dir.exe(CRAC), "checkpoint", pid])
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{said}");
+    assert!(
+        said.contains("through the checkpoint broker as image asked")
+            && said.contains("crac restore --broker asked"),
+        "{said}"
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "asked");
+    killed_by_dump(&mut p);
+    let mut r = b.restore(&dir, uid, gid, "asked", &["--env", "APP_STAY_MS=0"]);
+    r.expect("crac: restored pid=", T);
+    let out = r.expect("outcome=", T);
+    assert_eq!(must(&out, "checksum"), must(&ready, "checksum"));
+    assert_eq!(
+        r.expect("crac-exit=", T),
+        "crac-exit=0",
+        "{}",
+        r.transcript()
+    );
+}
+
+/// A lazy restore that criu fails (a file the image holds open is gone) is refused with
+/// criu's error and leaves nothing of the user's running: no lazy-pages daemon, no init.
+#[test]
+fn a_lazy_restore_that_fails_leaves_no_daemon_behind() {
+    // A user of its own: what is left running is counted by user.
+    let (uid, gid) = system_user("crac-lazyfail", &[]);
+    let dir = UserDir::new("broker-lazy-fails", uid, gid, &[APP, CRAC]);
+    let mut b = Broker::start(&dir);
+    let held = dir.join("held.txt");
+    let mut p = b.app(
+        &dir,
+        uid,
+        gid,
+        "holds",
+        &[("APP_OPEN_FILE", held.to_str().unwrap())],
+    );
+    p.expect("ready ", T);
+    killed_by_dump(&mut p);
+    let said = b.dumped("holds");
+    assert!(said.contains("crac-dumped ok"), "{said}");
+    std::fs::remove_file(&held).unwrap();
+    let mut r = b.restore(&dir, uid, gid, "holds", &["--lazy"]);
+    let refused = r.expect("crac: error: ", T);
+    assert!(refused.contains("criu restore failed"), "{refused}");
+    assert_eq!(
+        r.expect("crac-exit=", T),
+        "crac-exit=2",
+        "{}",
+        r.transcript()
+    );
+    let left = user_processes(uid);
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+/// The command lines of the processes of `uid` (but the test's own `cat`s of output).
+fn user_processes(uid: u32) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if uid_of(pid) != uid.to_string() {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        if !cmd.is_empty() && cmd.trim() != "cat" {
+            found.push(format!("{pid}: {cmd}"));
+        }
+    }
+    found
 }
 
 /// What the user can reach does not make them root: a plugin directory in their environment
@@ -373,6 +479,8 @@ fn fleet(
             .collect();
         for r in &mut batch {
             let line = r.expect("crac: restored pid=", T);
+            // Lazily where the host can, as a plain restore: a lazy-pages daemon per copy.
+            assert!(line.contains(" lazy=1"), "{line}");
             let pid: i32 = must(&line, "pid").parse().unwrap();
             assert_eq!(
                 r.expect("crac-exit=", T),

@@ -18,6 +18,12 @@ pub struct BrokerRestore<'a> {
     pub detach: bool,
     /// Into a fresh PID namespace (several copies of one image at once).
     pub pidns: bool,
+    /// Lazy, eager, or lazy where the broker's host can.
+    pub mode: crate::restore::Mode,
+    /// `full`: every page file read against the seal before the process runs (the default
+    /// when eager); `metadata`: page files whose identity the seal records read while it
+    /// runs (the default when lazy).
+    pub verify: Option<crate::restore::Verify>,
 }
 
 /// `crac restore --broker NAME`: asks the broker to restore this user's image with this
@@ -26,7 +32,17 @@ pub struct BrokerRestore<'a> {
 pub fn restore(req: &BrokerRestore<'_>, say: &mut dyn FnMut(&str)) -> Result<i32, String> {
     let (name, env, detach) = (req.name, req.env, req.detach);
     valid_name(name)?;
-    let request = format!("restore\nname={name}\npidns={}\n", u8::from(req.pidns));
+    let mut request = format!("restore\nname={name}\npidns={}\n", u8::from(req.pidns));
+    match req.mode {
+        crate::restore::Mode::Lazy => request.push_str("lazy=1\n"),
+        crate::restore::Mode::Eager => request.push_str("lazy=0\n"),
+        crate::restore::Mode::Auto => {}
+    }
+    match req.verify {
+        Some(crate::restore::Verify::Full) => request.push_str("verify=full\n"),
+        Some(crate::restore::Verify::Metadata) => request.push_str("verify=metadata\n"),
+        None => {}
+    }
     let conn = connect(Duration::from_secs(600)).map_err(|e| e.to_string())?;
     // The restore payload on a pipe of ours: CRIU, running as this user, reopens the pipe
     // it replaces, which it may only if the pipe is this user's.
@@ -55,9 +71,14 @@ pub fn restore(req: &BrokerRestore<'_>, say: &mut dyn FnMut(&str)) -> Result<i32
     if detach {
         return Ok(0);
     }
-    // The restored process may run for ever: wait as long as it does.
+    // The restored process may run for ever: wait as long as it does. The broker may say
+    // first that it ended the copy (its pages did not match the seal).
     sys::set_recv_timeout(&conn, None).map_err(|e| e.to_string())?;
-    let a = answer(&conn).map_err(|e| e.to_string())?;
+    let mut a = answer(&conn).map_err(|e| e.to_string())?;
+    while let Some(why) = a.strip_prefix("error ") {
+        say(&format!("the checkpoint broker: {why}"));
+        a = answer(&conn).map_err(|e| e.to_string())?;
+    }
     let code = a
         .strip_prefix("exit code=")
         .and_then(|c| c.trim().parse().ok())

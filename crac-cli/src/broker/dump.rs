@@ -56,7 +56,8 @@ pub(super) fn checkpoint(
         caller.pid,
         line.trim()
     ));
-    if !peer::write_pipe(answer, &line, peer::ANSWER_WAIT) {
+    // In stop mode the caller is gone with its dump (nobody reads the pipe): no news.
+    if !peer::write_pipe(answer, &line, peer::ANSWER_WAIT) && leave_running {
         log(&format!(
             "uid {} pid {}: its answer pipe took no answer in time; dropped",
             caller.uid, caller.pid

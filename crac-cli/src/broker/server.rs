@@ -45,8 +45,13 @@ pub(super) struct Broker {
     pub(super) work: Dir,
     pub(super) key: hmac::Key,
     pub(super) criu: PathBuf,
+    /// Whether restores can be lazy here ([`Broker::lazy_kdat`], [`probe_for_callers`]).
+    lazy: Result<(), String>,
     /// A root-owned empty directory given to criu as its plugin directory (`-L`).
     pub(super) no_plugins: Dir,
+    /// Root's, `0755`: a copy of root's CRIU kernel probe (`criu.kdat`) that a lazy restore's
+    /// criu, running as the caller, loads through `XDG_RUNTIME_DIR` (see [`super::restore`]).
+    pub(super) kdat: Dir,
     pub(super) timeout: Duration,
     pub(super) children: Arc<Children>,
     /// This program, which runs each restore's init.
@@ -73,6 +78,12 @@ impl Broker {
         lock().remove(&key);
         self.sealing.1.notify_all();
         r
+    }
+
+    /// Whether this host restores lazily through the broker, and if so the directory holding
+    /// a copy of root's CRIU kernel probe for the caller's criu (`Err`: why not).
+    pub(super) fn lazy_kdat(&self) -> Result<&Dir, String> {
+        self.lazy.clone().map(|()| &self.kdat)
     }
 
     /// Waits (bounded by the CRIU timeout) while the image `name` of `uid` is being dumped.
@@ -262,23 +273,57 @@ fn setup(store: &Path, key: &Path) -> Result<Broker, String> {
         Access::ReadWrite,
     )
     .map_err(|why| format!("{}/.work: not root's alone ({why:?})", store.display()))?;
+    let kdat = store_dir
+        .subdir_mode(".kdat", 0o755)
+        .map_err(|e| format!("{}/.kdat: {e}", store.display()))?;
+    sys::fchmod(kdat.fd(), 0o755).map_err(|e| format!(".kdat: {e}"))?;
+    super::restore::sweep_work(&work, Duration::ZERO);
     let criu = crac_criu::criu::find().map_err(|e| e.to_string())?;
     runnable_by_all(&criu.path)?;
     let timeout = crac_criu::criu::criu_timeout().map_err(|e| e.to_string())?;
     crac_criu::settings::criu_log_level().map_err(|e| e.to_string())?;
-    crac_criu::criu::kdat::facts(&criu, timeout);
     let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     Ok(Broker {
         store: store_dir,
         work,
         key: seal::host_key(key)?,
-        criu: criu.path,
+        criu: criu.path.clone(),
+        lazy: probe_for_callers(&criu, timeout, &kdat),
         no_plugins,
+        kdat,
         timeout,
         children: Children::start(),
         exe,
         sealing: (Mutex::new(HashSet::new()), Condvar::new()),
     })
+}
+
+/// Whether this host restores lazily, once at start: if so, root's CRIU kernel probe is
+/// copied into `kdat` (root's, `0755`) for the callers' criu. CRIU's unprivileged mode skips
+/// its probe of userfaultfd (a user without `CAP_SYS_PTRACE` cannot open one) and then has no
+/// lazy pages; the broker's criu has that capability and, with root's probe (through
+/// `XDG_RUNTIME_DIR`), opens its userfaultfds with the features a lazy restore needs. The
+/// probe depends on the boot and the kernel, which a running daemon does not outlive.
+fn probe_for_callers(
+    criu: &crac_criu::criu::Criu,
+    timeout: Duration,
+    kdat: &Dir,
+) -> Result<(), String> {
+    use crac_criu::criu::kdat::{self, Cache, KDAT_PATH};
+    let facts = kdat::facts(criu, timeout);
+    let r = facts.lazy_pages.and_then(|()| match facts.cache {
+        Cache::Absent(why) => Err(format!("no CRIU kernel probe to hand to callers: {why}")),
+        _ => {
+            let probe = std::fs::read(KDAT_PATH).map_err(|e| format!("{KDAT_PATH}: {e}"))?;
+            kdat.write_atomic("criu.kdat", &probe, 0o644)
+                .map_err(|e| format!("the broker's copy of {KDAT_PATH}: {e}"))
+        }
+    });
+    match &r {
+        Ok(()) => log("restores are lazy by default (crac restore --broker --eager for eager)"),
+        Err(why) => log(&format!("restores are eager: {why}")),
+    }
+    r
 }
 
 /// criu runs as the caller: every directory on its path must be searchable by all, and it

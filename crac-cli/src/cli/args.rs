@@ -79,11 +79,11 @@ pub(crate) enum Command {
 
 /// `crac restore`'s forms (clap would show one).
 const RESTORE_USAGE: &str = "crac restore [OPTIONS] <DIR|REF>
-       crac restore --broker <NAME> [--env <KEY=VALUE>]... [--detach] [--pidns]";
+       crac restore --broker <NAME> [--env <KEY=VALUE>]... [--detach] [--pidns] [--lazy|--eager] [--verify <full|metadata>]";
 
-/// What `--broker` refuses: a broker restore is eager, its seal checked in full, the image
-/// its own (the registry's options are refused too: `RESTORE_REGISTRY_IDS`).
-const NOT_WITH_BROKER: [&str; 5] = ["image", "lazy", "eager", "verify", "pid_wait"];
+/// What `--broker` refuses: the image is the broker's, and so is the wait for its pids (the
+/// registry's options are refused too: `RESTORE_REGISTRY_IDS`).
+const NOT_WITH_BROKER: [&str; 2] = ["image", "pid_wait"];
 
 /// `crac restore`'s arguments.
 #[derive(Debug, Args)]
@@ -95,8 +95,8 @@ pub(crate) struct RestoreArgs {
     /// The checkpoint broker restores this user's image NAME
     ///
     /// For a user who is not root: the image's seal and the user's credentials are checked,
-    /// and the process gets this terminal's descriptors. Only --env, --detach and --pidns
-    /// go with it (the broker restores eagerly, its seal checked in full).
+    /// and the process gets this terminal's descriptors. --env, --detach, --pidns, --lazy,
+    /// --eager and --verify go with it (the seal is what is verified).
     #[arg(
         long,
         value_name = "NAME",

@@ -38,5 +38,13 @@ pub(super) fn cmd_checkpoint(a: &CheckpointArgs, term: &mut Term<'_>) -> Result<
             term.print(&d);
             Ok(0)
         }
+        control::Answer::StoppedToBroker(name) => {
+            term.say(&format!(
+                "pid {pid} checkpointed through the checkpoint broker as image {name} and \
+                 stopped; restore it with crac restore --broker {name}"
+            ));
+            term.print(&name);
+            Ok(0)
+        }
     }
 }

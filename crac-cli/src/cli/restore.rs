@@ -32,6 +32,8 @@ pub(super) fn cmd_restore(a: &RestoreArgs, term: &mut Term<'_>) -> Result<i32, S
             env: &a.env,
             detach: a.detach,
             pidns: a.pidns,
+            mode: options(a).mode,
+            verify: a.verify,
         };
         return crate::broker::client::restore(&req, &mut |m| term.say(m));
     }
@@ -114,10 +116,13 @@ mod tests {
             (Some("svc"), true, true)
         );
         assert_eq!(a.env, vec![("A".into(), "1".into())]);
+        let a = parse_restore("--broker svc --lazy --verify full").unwrap();
+        assert_eq!(options(&a).mode, crate::restore::Mode::Lazy);
+        assert_eq!(a.verify, Some(Verify::Full));
+        let a = parse_restore("--broker svc --eager").unwrap();
+        assert_eq!(options(&a).mode, crate::restore::Mode::Eager);
         for (bad, named) in [
-            ("--broker svc --lazy", "--lazy"),
             ("--broker svc /img", "DIR|REF"),
-            ("--broker svc --eager", "--eager"),
             ("--broker svc --pid-wait 1", "--pid-wait"),
             ("--broker", "--broker <NAME>"),
         ] {

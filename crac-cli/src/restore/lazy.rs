@@ -29,7 +29,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -55,6 +55,10 @@ fn default_load_timeout(page_bytes: u64) -> Duration {
 
 fn err(kind: ErrorKind, msg: String) -> Error {
     Error::new(kind, msg)
+}
+
+fn io_err(what: &str, e: std::io::Error) -> Error {
+    err(ErrorKind::Other, format!("lazy restore: {what}: {e}"))
 }
 
 /// Exit statuses of children that one thread reaped for another: a plain restore's waiter
@@ -94,11 +98,19 @@ impl Reaped {
 pub struct Daemon {
     pid: i32,
     pidfd: Arc<OwnedFd>,
-    /// The private work directory (the socket, CRIU's restore statistics).
-    work: PathBuf,
-    /// The daemon's log, in the image directory (as shown to the user).
-    log: PathBuf,
+    place: Place,
     holder: Option<Holder>,
+}
+
+/// Where a daemon's files are.
+#[derive(Debug)]
+pub struct Place {
+    /// The private work directory (the socket, CRIU's restore statistics).
+    pub work: PathBuf,
+    /// The daemon's log (as shown to the user).
+    pub log: PathBuf,
+    /// Whether the work directory goes with the daemon (the broker removes its own).
+    pub remove_work: bool,
 }
 
 impl Daemon {
@@ -112,42 +124,59 @@ impl Daemon {
         token: &str,
         timeout: Duration,
     ) -> Result<Daemon, Error> {
-        let io = |what: &str, e: std::io::Error| {
-            err(ErrorKind::Other, format!("lazy restore: {what}: {e}"))
-        };
         let work = work_dir.path().to_owned();
         let stderr = work_dir
             .open_rw("lazy-pages.stderr")
-            .map_err(|e| io("its stderr file", e))?;
+            .map_err(|e| io_err("its stderr file", e))?;
         let log_name = format!("lazy-pages-{token}.log");
-        let (ready_r, ready_w) = sys::pipe().map_err(|e| io("pipe", e))?;
-        sys::set_cloexec(&ready_w, false).map_err(|e| io("fcntl", e))?;
+        let (ready_r, ready_w) = sys::pipe().map_err(|e| io_err("pipe", e))?;
+        sys::set_cloexec(&ready_w, false).map_err(|e| io_err("fcntl", e))?;
         let mut cmd = Invocation::lazy_pages(image, &work)
             .log(&log_name)
             .status_fd(ready_w.as_raw_fd())
             .command(criu, &Launch::Direct);
+        // Its own process group: terminal signals for the restorer never reach it.
+        cmd.process_group(0);
+        let place = Place {
+            log: image.path().join(&log_name),
+            work,
+            remove_work: true,
+        };
+        Daemon::launch(cmd, stderr, (ready_r, ready_w), place, timeout)
+    }
+
+    /// Starts the daemon `cmd` (a `criu lazy-pages` command line, wrapped or not) whose
+    /// `--status-fd` is the write end of `ready`, and waits (at most `timeout`) until it
+    /// listens. What the restore of the checkpoint broker's init uses: the broker builds the
+    /// command, the init runs it (in the init's process group, which the broker ends should
+    /// the restore not finish in time).
+    pub fn launch(
+        mut cmd: Command,
+        stderr: std::fs::File,
+        ready: (OwnedFd, OwnedFd),
+        place: Place,
+        timeout: Duration,
+    ) -> Result<Daemon, Error> {
+        let (ready_r, ready_w) = ready;
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(stderr)
-            // Its own process group: terminal signals for the restorer never reach it.
-            .process_group(0);
+            .stderr(stderr);
         tracing::debug!(?cmd, "starting criu lazy-pages");
         let child = cmd.spawn().map_err(|e| {
             err(
                 ErrorKind::Unavailable,
-                format!("cannot run {} lazy-pages: {e}", criu.display()),
+                format!("cannot run {:?} (criu lazy-pages): {e}", cmd.get_program()),
             )
         })?;
         drop(ready_w);
         let pid = child.id() as i32;
         // std's Child is not waited on: the daemon is reaped by pid (see `Reaped`).
         drop(child);
-        let pidfd = Arc::new(sys::pidfd_open(pid).map_err(|e| io("pidfd_open", e))?);
+        let pidfd = Arc::new(sys::pidfd_open(pid).map_err(|e| io_err("pidfd_open", e))?);
         let mut d = Daemon {
             pid,
             pidfd,
-            work,
-            log: image.path().join(&log_name),
+            place,
             holder: None,
         };
         if let Err(e) = d.wait_ready(ready_r, timeout) {
@@ -171,7 +200,7 @@ impl Daemon {
         } else {
             format!("was not ready within {:.0} s", timeout.as_secs_f64())
         };
-        let stderr = std::fs::read_to_string(self.work.join("lazy-pages.stderr"))
+        let stderr = std::fs::read_to_string(self.place.work.join("lazy-pages.stderr"))
             .unwrap_or_default()
             .chars()
             .take(2000)
@@ -185,8 +214,8 @@ impl Daemon {
                 } else {
                     format!("it said: {}; ", stderr.trim())
                 },
-                self.log.display(),
-                crac_criu::criu::log::log_errors(&self.log)
+                self.place.log.display(),
+                crac_criu::criu::log::log_errors(&self.place.log)
             ),
         ))
     }
@@ -194,7 +223,7 @@ impl Daemon {
     /// The work directory `criu restore` finds this daemon in
     /// ([`Invocation::through_lazy_pages`]).
     pub fn work_dir(&self) -> &Path {
-        &self.work
+        &self.place.work
     }
 
     /// The restore failed: stops the daemon and removes the work directory (what dropping it
@@ -229,8 +258,8 @@ impl Daemon {
                 format!(
                     "lazy restore: {why}; the restored process was ended, as its missing pages \
                      would have read as zeros; from {}:\n  {}",
-                    self.log.display(),
-                    crac_criu::criu::log::log_errors(&self.log)
+                    self.place.log.display(),
+                    crac_criu::criu::log::log_errors(&self.place.log)
                 ),
             )
         };
@@ -238,7 +267,7 @@ impl Daemon {
             Ok(Some(status)) if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 => {
                 Ok(Loaded {
                     held: held.len(),
-                    pages: transferred_pages(&self.log),
+                    pages: transferred_pages(&self.place.log),
                 })
             }
             Ok(Some(status)) => Err(end(format!(
@@ -313,7 +342,9 @@ impl Drop for Daemon {
             // ECHILD when a subreaping waiter took it: nothing to do then.
             let _ = sys::wait_pid(self.pid);
         }
-        let _ = std::fs::remove_dir_all(&self.work);
+        if self.place.remove_work {
+            let _ = std::fs::remove_dir_all(&self.place.work);
+        }
     }
 }
 

@@ -224,7 +224,7 @@ impl Phases {
 }
 
 /// Bytes of the image's page files.
-fn page_bytes(dir: &Dir) -> u64 {
+pub(crate) fn page_bytes(dir: &Dir) -> u64 {
     dir.entries()
         .unwrap_or_default()
         .iter()

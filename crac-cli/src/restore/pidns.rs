@@ -19,8 +19,10 @@ use std::io::Write;
 use std::os::fd::{OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use super::lazy;
 use crate::sys;
 
 /// The hidden `crac` subcommand that runs the init: `crac __pidns-init --status-fd N
@@ -115,9 +117,72 @@ pub struct InitArgs {
     /// caller).
     #[arg(long, value_name = "N")]
     answer_fd: Option<RawFd>,
+    /// Where to say why the restored process was ended, should that happen after the
+    /// report (the caller's stderr; the broker's restores).
+    #[arg(long, value_name = "N")]
+    say_fd: Option<RawFd>,
+    /// A lazy restore: the lazy-pages daemon the init starts before criu restore.
+    #[command(flatten)]
+    lazy: LazyArgs,
     /// criu and its arguments, after `--`: taken as they are, dashes and all.
     #[arg(last = true, required = true, value_name = "CRIU ARGS")]
     criu: Vec<String>,
+}
+
+/// The lazy-pages daemon of a lazy restore under the init (the broker's): its command line,
+/// run as it is (criu as the caller), and the pipe it reports ready on.
+#[derive(Debug, PartialEq, Eq, clap::Args)]
+pub struct LazyArgs {
+    /// The read end of the daemon's status pipe.
+    #[arg(long, value_name = "N", requires = "lazy_pages_arg")]
+    lazy_ready_fd: Option<RawFd>,
+    /// The write end (the daemon's `--status-fd`), closed here once the daemon has it.
+    #[arg(long, value_name = "N", requires = "lazy_ready_fd")]
+    lazy_status_fd: Option<RawFd>,
+    /// The restore's work directory (the daemon's socket, its log).
+    #[arg(long, value_name = "DIR", requires = "lazy_ready_fd")]
+    lazy_work: Option<PathBuf>,
+    /// The bound on the whole load, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    lazy_bound_ms: u64,
+    /// One word of the daemon's command line (program first), in order.
+    #[arg(
+        long,
+        value_name = "ARG",
+        allow_hyphen_values = true,
+        requires = "lazy_ready_fd"
+    )]
+    lazy_pages_arg: Vec<String>,
+}
+
+/// Starts the lazy-pages daemon the init was told of (`None` for an eager restore).
+fn start_daemon(a: &InitArgs) -> Result<Option<lazy::Daemon>, String> {
+    let l = &a.lazy;
+    let (Some(ready), Some(status), Some(work)) =
+        (l.lazy_ready_fd, l.lazy_status_fd, l.lazy_work.clone())
+    else {
+        return Ok(None);
+    };
+    let ready = sys::inherited_fd(ready).map_err(|e| format!("lazy ready fd: {e}"))?;
+    sys::set_cloexec(&ready, true).map_err(|e| format!("lazy ready fd: {e}"))?;
+    let status = sys::inherited_fd(status).map_err(|e| format!("lazy status fd: {e}"))?;
+    let (program, args) = l
+        .lazy_pages_arg
+        .split_first()
+        .ok_or("no --lazy-pages-arg")?;
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    let stderr = fs::File::create(work.join("lazy-pages.stderr"))
+        .map_err(|e| format!("the lazy-pages daemon's stderr file: {e}"))?;
+    let place = lazy::Place {
+        log: work.join("lazy-pages.log"),
+        work,
+        remove_work: false,
+    };
+    let timeout = crac_criu::criu::criu_timeout().map_err(|e| e.to_string())?;
+    lazy::Daemon::launch(cmd, stderr, (ready, status), place, timeout)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 /// Runs the init (PID 1 of the namespace) and returns the exit code: the restored process's
@@ -134,13 +199,38 @@ pub fn run_init(a: &InitArgs) -> Result<i32, String> {
     };
     let mut status = fs::File::from(taken(a.status_fd, "status")?);
     let answer = a.answer_fd.map(|fd| taken(fd, "answer")).transpose()?;
-    let report = restore_detached(a);
+    // A copy of the caller's stderr: the descriptor itself goes on to criu, which hands
+    // it in to the restored process.
+    let say = a
+        .say_fd
+        .map(|fd| {
+            let f = sys::inherited_fd(fd).map_err(|e| format!("say fd {fd}: {e}"))?;
+            let copy = f.try_clone().map_err(|e| format!("say fd {fd}: {e}"));
+            let _ = std::os::fd::IntoRawFd::into_raw_fd(f);
+            copy
+        })
+        .transpose()?;
+    let started = Instant::now();
+    let (mut daemon, report) = match start_daemon(a) {
+        Ok(d) => (d, restore_detached(a)),
+        Err(why) => (None, InitReport::Failed(why)),
+    };
+    if !matches!(report, InitReport::Restored(_)) {
+        // Stopped before the report: the restorer may end this init once it reads it.
+        drop(daemon.take());
+    }
     let _ = status.write_all(report.line().as_bytes());
     drop(status); // the restorer sees the line, then EOF
     let InitReport::Restored(root) = report else {
         return Ok(1);
     };
-    let code = wait_root(root)?;
+    let reaped = Arc::new(lazy::Reaped::default());
+    let daemon_pid = daemon.as_ref().map(lazy::Daemon::pid);
+    if let Some(d) = daemon {
+        let bound = Duration::from_millis(a.lazy.lazy_bound_ms);
+        watch_lazy(d, root, started + bound, bound, reaped.clone(), say);
+    }
+    let code = wait_root(root, daemon_pid, &reaped)?;
     if let Some(conn) = answer {
         // One packet, never waited for: a caller that left (--detach) is not waited on.
         let _ = sys::send_nonblocking(&conn, format!("exit code={code}").as_bytes());
@@ -148,11 +238,31 @@ pub fn run_init(a: &InitArgs) -> Result<i32, String> {
     Ok(code)
 }
 
-/// Reaps adopted orphans as they end until the restored root does: its exit code.
-fn wait_root(root: i32) -> Result<i32, String> {
+/// Watches the lazy-pages daemon until every page is in, on a thread of its own: if it
+/// fails, the restored root is ended (its missing pages would read as zeros) and `say` told.
+fn watch_lazy(
+    d: lazy::Daemon,
+    root: i32,
+    deadline: Instant,
+    bound: Duration,
+    reaped: Arc<lazy::Reaped>,
+    say: Option<OwnedFd>,
+) {
+    let victim = sys::pidfd_open(root).ok();
+    std::thread::spawn(move || {
+        if let (Err(e), Some(fd)) = (d.watch(victim.as_ref(), deadline, bound, &reaped), say) {
+            let _ = fs::File::from(fd).write_all(format!("crac: {e}\n").as_bytes());
+        }
+    });
+}
+
+/// Reaps adopted orphans as they end until the restored root does: its exit code. Statuses
+/// The lazy-pages daemon's (`daemon`) goes to `reaped`, where its watcher waits for it.
+fn wait_root(root: i32, daemon: Option<i32>, reaped: &lazy::Reaped) -> Result<i32, String> {
     loop {
         match sys::wait_any() {
             Ok(Some((pid, st))) if pid == root => return Ok(sys::exit_code(st)),
+            Ok(Some((pid, st))) if Some(pid) == daemon => reaped.put(pid, st),
             Ok(Some(_)) => continue,
             Ok(None) => return Err(format!("restored pid {root} is not a child of the init")),
             Err(e) => return Err(format!("waitpid: {e}")),

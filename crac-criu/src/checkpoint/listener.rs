@@ -7,7 +7,7 @@ use std::fs;
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use crac_api::{CheckpointMode, CheckpointOptions, Core};
@@ -99,7 +99,16 @@ fn handle(sender: i32, uid: u32, token: i32) {
     let write = |ext: &str, text: &str| {
         let _ = chan.write_atomic(&control_file(me, token, ext), text.as_bytes(), 0o600);
     };
-    write("ack", &format!("dir={dir}\n"));
+    // Through the broker the image is the broker's (named by the directory's last
+    // component), out of the requester's reach: it is told so.
+    let broker = match crate::checkpoint::via_broker::wanted() {
+        Ok(true) => Path::new(&dir)
+            .file_name()
+            .map(|n| format!("broker={}\n", n.to_string_lossy()))
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    write("ack", &format!("dir={dir}\n{broker}"));
     tracing::info!(sender, ?options, "checkpoint requested from outside");
     let result = Core::checkpoint_restore_with(&options);
     let text = match &result {

@@ -328,7 +328,7 @@ impl Invocation {
         for e in &self.externals {
             push(&["--external", e]);
         }
-        if self.unprivileged && self.action != Action::LazyPages {
+        if self.unprivileged {
             push(&["--unprivileged"]);
         }
         if let Some(p) = &self.plugins {
@@ -509,7 +509,8 @@ mod tests {
         );
         assert!(daemon.windows(2).any(|p| p == ["--status-fd", "7"]));
         assert!(daemon.windows(2).any(|p| p == ["-o", "/x/lazy.log"]));
-        assert!(!daemon.iter().any(|x| x == "--unprivileged"));
+        // criu refuses to run as a user without it, the daemon too.
+        assert!(daemon.iter().any(|x| x == "--unprivileged"));
         let eager = Invocation::restore(&dir)
             .work_dir(Path::new("/run/crac/restore-1"))
             .args();
