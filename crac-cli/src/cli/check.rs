@@ -42,6 +42,11 @@ pub(super) fn cmd_check(term: &mut Term<'_>) -> i32 {
         }
     }
     match criu::check_privileges() {
+        Ok(()) if criu::unprivileged() && criu::inherits_checkpoint_restore() => term.print(
+            "ok      privileges: criu inherits cap_checkpoint_restore (root's bounding set \
+             without CAP_SYS_ADMIN, or an ambient capability: a container) and runs in its \
+             unprivileged mode",
+        ),
         Ok(()) if criu::unprivileged() => term.print(
             "ok      privileges: not root; criu carries cap_checkpoint_restore and \
              cap_sys_ptrace and runs in its unprivileged mode",

@@ -243,14 +243,18 @@ pub fn run_is_tmpfs() -> bool {
 /// `timeout`). Never fails: what cannot be cached is probed, and `Cache::Absent` says why.
 pub fn facts(criu: &Criu, timeout: Duration) -> Facts {
     let _s = tracing::debug_span!("kdat").entered();
-    if sys::euid() != 0 {
+    if super::unprivileged() {
+        // Not root, or root without CAP_SYS_ADMIN (a container): criu's unprivileged mode.
+        let who = if sys::euid() != 0 {
+            "not root"
+        } else {
+            "root without CAP_SYS_ADMIN"
+        };
         return Facts {
-            lazy_pages: Err("not root: CRIU's unprivileged mode has no lazy pages".into()),
-            cache: Cache::Absent(
-                "not root: CRIU keeps its cache in $XDG_RUNTIME_DIR/criu.kdat when that is a \
-                 tmpfs"
-                    .into(),
-            ),
+            lazy_pages: Err(format!("{who}: CRIU's unprivileged mode has no lazy pages")),
+            cache: Cache::Absent(format!(
+                "{who}: CRIU keeps its cache in $XDG_RUNTIME_DIR/criu.kdat when that is a tmpfs"
+            )),
         };
     }
     let own = run_is_tmpfs();

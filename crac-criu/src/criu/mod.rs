@@ -204,16 +204,50 @@ const CAP_SYS_ADMIN: u32 = 21;
 /// Bit of `CAP_CHECKPOINT_RESTORE` (Linux 5.9).
 const CAP_CHECKPOINT_RESTORE: u32 = 40;
 
-/// The effective capability set of this process.
-pub fn effective_caps() -> u64 {
+/// A capability set of this process from `/proc/self/status` (`CapEff:`, `CapBnd:`,
+/// `CapAmb:`).
+fn own_caps(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         })
         .unwrap_or(0)
+}
+
+/// The effective capability set of this process.
+pub fn effective_caps() -> u64 {
+    own_caps("CapEff:")
+}
+
+/// Whether a criu this process executes holds `CAP_CHECKPOINT_RESTORE` without carrying it
+/// itself: as root, whose programs start with the bounding set, when the bounding set has it
+/// (a container given `--cap-add CHECKPOINT_RESTORE` and no `CAP_SYS_ADMIN`); as any user, when
+/// it is an ambient capability (podman's `--user N --cap-add …`, systemd's
+/// `AmbientCapabilities=`). criu then runs in its unprivileged mode with what it inherits.
+pub fn inherits_checkpoint_restore() -> bool {
+    inherits_cap(
+        crate::sys::euid(),
+        own_caps("CapBnd:"),
+        own_caps("CapAmb:"),
+        CAP_CHECKPOINT_RESTORE,
+    )
+}
+
+/// [`inherits_checkpoint_restore`] for a process of `euid` with the bounding and ambient sets
+/// `bnd` and `amb`.
+fn inherits_cap(euid: u32, bnd: u64, amb: u64, bit: u32) -> bool {
+    let bit = 1u64 << bit;
+    (euid == 0 && bnd & bit != 0) || amb & bit != 0
+}
+
+/// Whether this process is root with `CAP_SYS_ADMIN`: criu runs in its privileged mode. Root
+/// without it (a container) cannot: criu's kernel probe creates a network namespace ("Unable
+/// create a network namespace: Operation not permitted").
+fn privileged_root() -> bool {
+    crate::sys::euid() == 0 && effective_caps() & (1u64 << CAP_SYS_ADMIN) != 0
 }
 
 /// Whether this process has no_new_privs set (file capabilities are then ignored at exec).
@@ -426,8 +460,7 @@ pub fn exposure_note(path: &Path) -> Option<String> {
 /// carries `cap_checkpoint_restore` and `cap_sys_ptrace` itself (file capabilities), which the
 /// engine then runs in CRIU's unprivileged mode.
 pub fn check_privileges() -> Result<(), Error> {
-    let caps = effective_caps();
-    if crate::sys::euid() == 0 && caps & (1u64 << CAP_SYS_ADMIN) != 0 {
+    if privileged_root() || inherits_checkpoint_restore() {
         return Ok(());
     }
     let problems = match locate() {
@@ -443,17 +476,26 @@ pub fn check_privileges() -> Result<(), Error> {
     Err(Error::new(
         ErrorKind::Unavailable,
         format!(
-            "not root (euid {}), so criu itself must carry CAP_CHECKPOINT_RESTORE and \
-             CAP_SYS_PTRACE: {}",
-            crate::sys::euid(),
+            "{}, so criu itself must carry CAP_CHECKPOINT_RESTORE and CAP_SYS_PTRACE: {}",
+            if crate::sys::euid() == 0 {
+                "root without CAP_SYS_ADMIN, and CAP_CHECKPOINT_RESTORE is not in the \
+                 bounding set (a container: add CHECKPOINT_RESTORE)"
+                    .to_owned()
+            } else {
+                format!(
+                    "not root (euid {}) and CAP_CHECKPOINT_RESTORE is not ambient",
+                    crate::sys::euid()
+                )
+            },
             problems.join("; ")
         ),
     ))
 }
 
-/// Whether CRIU must run in its unprivileged mode (`--unprivileged`): not root.
+/// Whether CRIU must run in its unprivileged mode (`--unprivileged`): not root, or root
+/// without `CAP_SYS_ADMIN` (a container).
 pub fn unprivileged() -> bool {
-    crate::sys::euid() != 0
+    !privileged_root()
 }
 
 /// How long a dump or restore may take ([`settings::criu_timeout`]).
@@ -464,6 +506,23 @@ pub fn criu_timeout() -> Result<Duration, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn criu_inherits_checkpoint_restore() {
+        let cr = 1u64 << CAP_CHECKPOINT_RESTORE;
+        // Root in a container with CHECKPOINT_RESTORE added: its programs start with it.
+        assert!(inherits_cap(0, cr, 0, CAP_CHECKPOINT_RESTORE));
+        // Root without it in the bounding set: no.
+        assert!(!inherits_cap(
+            0,
+            1 << CAP_SYS_PTRACE,
+            0,
+            CAP_CHECKPOINT_RESTORE
+        ));
+        // A user: only an ambient capability passes to what it executes.
+        assert!(!inherits_cap(1000, cr, 0, CAP_CHECKPOINT_RESTORE));
+        assert!(inherits_cap(1000, cr, cr, CAP_CHECKPOINT_RESTORE));
+    }
 
     #[test]
     fn who_may_execute_a_criu_with_capabilities() {
