@@ -6,6 +6,7 @@
 
 pub mod build_id;
 pub mod cpu;
+pub mod creds;
 pub mod manifest;
 pub mod metadata;
 pub mod payload;
