@@ -4,6 +4,7 @@
 //! (`guard`), the restore's private work directories (`work`), and the init of a fresh PID
 //! namespace (`pidns`).
 
+mod caps;
 pub(crate) mod guard;
 pub(crate) mod lazy;
 pub(crate) mod pidns;
@@ -260,6 +261,7 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     let meta = Metadata::read(&dir)?;
     trust::check_build(&meta)?;
     trust::check_cpu(&meta)?;
+    caps::check(&dir, &criu.path)?;
     let load_bound = lazy::load_timeout(page_bytes(&dir))?;
     if !opts.pidns {
         wait_pids_free(&meta, opts.pid_wait, note)?;

@@ -243,6 +243,81 @@ fn inherits_cap(euid: u32, bnd: u64, amb: u64, bit: u32) -> bool {
     (euid == 0 && bnd & bit != 0) || amb & bit != 0
 }
 
+/// The capability sets of this process that decide what a program it executes starts with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OwnCaps {
+    /// Effective uid.
+    pub euid: u32,
+    /// Inheritable set.
+    pub inheritable: u64,
+    /// Permitted set.
+    pub permitted: u64,
+    /// Bounding set.
+    pub bounding: u64,
+    /// Ambient set.
+    pub ambient: u64,
+    /// `no_new_privs`.
+    pub no_new_privs: bool,
+}
+
+/// What a program starts with after `execve`: the sets criu's restorer works with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExecCaps {
+    /// Permitted set: what criu may hold and so give a restored task.
+    pub permitted: u64,
+    /// Inheritable set (unchanged by `execve`).
+    pub inheritable: u64,
+    /// Bounding set (unchanged by `execve`).
+    pub bounding: u64,
+}
+
+impl OwnCaps {
+    /// This process's sets (`/proc/self/status`).
+    pub fn current() -> OwnCaps {
+        OwnCaps {
+            euid: crate::sys::euid(),
+            inheritable: own_caps("CapInh:"),
+            permitted: own_caps("CapPrm:"),
+            bounding: own_caps("CapBnd:"),
+            ambient: own_caps("CapAmb:"),
+            no_new_privs: no_new_privs(),
+        }
+    }
+
+    /// The sets of a program it executes whose file carries the permitted capabilities
+    /// `file` (capabilities(7), "Transformation of capabilities during execve()", without
+    /// securebits): root's programs start with the bounding set, others' with the ambient set
+    /// or the file's; under no_new_privs nothing is gained.
+    pub fn after_exec(&self, file: Option<u64>) -> ExecCaps {
+        let all = u64::MAX;
+        let (file_p, file_i) = match (self.euid, file) {
+            (0, _) => (all, all),
+            (_, Some(p)) => (p, 0),
+            (_, None) => (0, 0),
+        };
+        // Ambient capabilities survive only the exec of a file without capabilities.
+        let amb = match (self.euid, file) {
+            (0, _) | (_, Some(_)) => 0,
+            _ => self.ambient,
+        };
+        let mut permitted = (self.inheritable & file_i) | (file_p & self.bounding) | amb;
+        if self.no_new_privs {
+            permitted &= self.permitted;
+        }
+        ExecCaps {
+            permitted,
+            inheritable: self.inheritable,
+            bounding: self.bounding,
+        }
+    }
+}
+
+/// The sets a criu at `path` starts with when this process executes it.
+pub fn criu_caps(path: &Path) -> ExecCaps {
+    let file = file_caps(path).ok().flatten().map(|(p, _)| p);
+    OwnCaps::current().after_exec(file)
+}
+
 /// Whether this process is root with `CAP_SYS_ADMIN`: criu runs in its privileged mode. Root
 /// without it (a container) cannot: criu's kernel probe creates a network namespace ("Unable
 /// create a network namespace: Operation not permitted").
@@ -522,6 +597,42 @@ mod tests {
         // A user: only an ambient capability passes to what it executes.
         assert!(!inherits_cap(1000, cr, 0, CAP_CHECKPOINT_RESTORE));
         assert!(inherits_cap(1000, cr, cr, CAP_CHECKPOINT_RESTORE));
+    }
+
+    #[test]
+    fn what_criu_starts_with() {
+        let cr = 1u64 << CAP_CHECKPOINT_RESTORE;
+        let ptrace = 1u64 << CAP_SYS_PTRACE;
+        // Root in a container given CHECKPOINT_RESTORE alone: its bounding set.
+        let root = OwnCaps {
+            euid: 0,
+            permitted: cr,
+            bounding: cr,
+            ..OwnCaps::default()
+        };
+        assert_eq!(root.after_exec(None).permitted, cr);
+        // A user with it ambient (podman --user N --cap-add): the ambient set.
+        let user = OwnCaps {
+            euid: 1000,
+            permitted: cr,
+            bounding: u64::MAX >> 23,
+            ambient: cr,
+            ..OwnCaps::default()
+        };
+        assert_eq!(user.after_exec(None).permitted, cr);
+        // A user on a host, criu carrying file capabilities: the file's.
+        let host = OwnCaps {
+            ambient: 0,
+            permitted: 0,
+            ..user
+        };
+        assert_eq!(host.after_exec(Some(cr | ptrace)).permitted, cr | ptrace);
+        // ... which no_new_privs makes the kernel ignore.
+        let nnp = OwnCaps {
+            no_new_privs: true,
+            ..host
+        };
+        assert_eq!(nnp.after_exec(Some(cr | ptrace)).permitted, 0);
     }
 
     #[test]
