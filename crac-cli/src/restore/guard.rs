@@ -98,6 +98,13 @@ impl Guard {
         }
     }
 
+    /// Leaves the directory `path` after all (it holds what an error names).
+    pub fn keep(&mut self, path: &Path) {
+        if let Some(p) = path.to_str().filter(|p| !p.contains('\n')) {
+            self.say(&format!("keep {p}"));
+        }
+    }
+
     /// Every check passed: the guard exits without acting.
     pub fn release(mut self) {
         self.say("release");
@@ -157,6 +164,11 @@ impl Orders {
             Some("remove") => {
                 if let Some(p) = line.strip_prefix("remove ") {
                     self.remove.push(PathBuf::from(p));
+                }
+            }
+            Some("keep") => {
+                if let Some(p) = line.strip_prefix("keep ") {
+                    self.remove.retain(|r| r != Path::new(p));
                 }
             }
             Some("release") => self.released = true,
@@ -291,6 +303,10 @@ mod tests {
         assert_eq!(o.trees, vec![(42, 1234)]);
         assert_eq!(o.new, vec![7, 8, 9]);
         assert_eq!(o.remove, vec![PathBuf::from("/run/crac/lazy-ab cd")]);
+        o.take("keep /run/crac/lazy-ab");
+        assert_eq!(o.remove.len(), 1, "only the directory named is kept");
+        o.take("keep /run/crac/lazy-ab cd");
+        assert!(o.remove.is_empty());
         assert!(!o.released);
         o.take("release");
         assert!(o.released);

@@ -269,7 +269,6 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     phases.mark("checks");
 
     let token = restore_token(started_wall);
-    let log = format!("restore-{token}.log");
     // Dropped on any failure from here on, ending what it was told of; released once every
     // check is done.
     let mut guard = match lazy.is_ok() || !deferred.is_empty() {
@@ -279,7 +278,10 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     let pid_dir = work::temp("restore-")?;
     guard.iter_mut().for_each(|g| g.remove(pid_dir.path()));
     let pidfile = pid_dir.path().join("criu.pid");
-    let mut invocation = criu_restore(&dir, &meta, &log, &pidfile).with_timeout(timeout);
+    // criu's log in the work directory too: the image may be on a read-only volume, shared by
+    // every replica.
+    let restore_log = pid_dir.path().join(RESTORE_LOG);
+    let mut invocation = criu_restore(&dir, &meta, &restore_log, &pidfile).with_timeout(timeout);
     let env_r = hand_payload(opts, &meta, started_wall, &mut invocation)?;
     // Dropped (stopped) on any failure from here on.
     let daemon = match lazy {
@@ -300,9 +302,13 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
     let (child, status) = spawned?;
     // criu and what it restores (with --pidns: unshare, its init and the whole namespace).
     guard.iter_mut().for_each(|g| g.end_tree(child.id() as i32));
-    let restore_log = dir.path().join(&log);
     let restored = wait_restored(child, status, &pidfile, &restore_log, timeout);
-    let _ = fs::remove_dir_all(pid_dir.path());
+    if restored.is_ok() {
+        let _ = fs::remove_dir_all(pid_dir.path());
+    } else {
+        // Kept for the log the error names.
+        guard.iter_mut().for_each(|g| g.keep(pid_dir.path()));
+    }
     let (pid, ns_pid, child) = restored?;
     if let (Some(g), Some(p)) = (&mut guard, pid) {
         g.end_tree(p);
@@ -334,6 +340,9 @@ pub fn restore(opts: &RestoreOptions, note: &mut dyn FnMut(&str)) -> Result<Rest
         background,
     })
 }
+
+/// criu's restore log, in the restore's work directory (kept there when the restore fails).
+pub const RESTORE_LOG: &str = "restore.log";
 
 /// What names this restore's logs: the restorer's pid and the start time.
 fn restore_token(started_wall: SystemTime) -> String {
@@ -376,11 +385,11 @@ fn own_exe(opts: &RestoreOptions) -> Result<PathBuf, Error> {
     }
 }
 
-/// `criu restore` of the image in `dir`: through our descriptor, its log `log` in the image
-/// directory, `pidfile`, and the descriptors it must hand in: our own 0–2 where the image's
+/// `criu restore` of the image in `dir`: through our descriptor, its log `log` (in the work
+/// directory), `pidfile`, and the descriptors it must hand in: our own 0–2 where the image's
 /// were pipes, sockets or files (so output reaches us), and the image directory where the
 /// dumped process held it open.
-fn criu_restore(dir: &Dir, meta: &Metadata, log: &str, pidfile: &Path) -> Invocation {
+fn criu_restore(dir: &Dir, meta: &Metadata, log: &Path, pidfile: &Path) -> Invocation {
     let mut inv = Invocation::restore(dir)
         .log(log)
         .pidfile(pidfile)
