@@ -21,7 +21,8 @@ pub(super) fn cmd_check(term: &mut Term<'_>) -> i32 {
                 c.path.display()
             ));
             match criu::run_check(&c) {
-                Ok(()) => term.print("ok      criu check: Looks good"),
+                Ok(None) => term.print("ok      criu check: Looks good"),
+                Ok(Some(note)) => term.print(&format!("ok      {note}")),
                 Err(e) => {
                     problems += 1;
                     term.print(&format!("PROBLEM {e}"));

@@ -159,9 +159,53 @@ pub fn find() -> Result<Criu, Error> {
 }
 
 /// Runs `criu check`; an error carries its relevant output (without the harmless RLIMIT and
-/// kdat-cache lines) and the fix.
-pub fn run_check(criu: &Criu) -> Result<(), Error> {
-    let out = invocation::Invocation::check()
+/// kdat-cache lines) and the fix. `Ok(Some(note))`: it failed only where restores do not
+/// depend on it, said in the note.
+pub fn run_check(criu: &Criu) -> Result<Option<String>, Error> {
+    let (ok, text, status) = criu_check(criu, None)?;
+    if ok {
+        return Ok(None);
+    }
+    let relevant: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            !l.contains("RLIMIT_NOFILE") && !l.contains("kdat cache") && !l.trim().is_empty()
+        })
+        .collect();
+    // A container mounts /proc/sys read-only; criu places pids with clone3's set_tid where
+    // the kernel has it, and then never writes ns_last_pid.
+    if only_ns_last_pid(&relevant)
+        && matches!(criu_check(criu, Some("clone3_set_tid")), Ok((true, ..)))
+    {
+        return Ok(Some(
+            "criu check passes but for /proc/sys/kernel/ns_last_pid, which is read-only here \
+             (a container); restores do not need it: criu places pids with clone3's set_tid \
+             (`criu check --feature clone3_set_tid` passes)"
+                .to_owned(),
+        ));
+    }
+    Err(Error::new(
+        ErrorKind::Unavailable,
+        format!(
+            "`{} check` failed ({status}):\n  {}\nfix: run as root on a kernel with \
+             CONFIG_CHECKPOINT_RESTORE and the features listed, or install a newer criu with \
+             scripts/install-criu",
+            criu.path.display(),
+            relevant.join("\n  ")
+        ),
+    ))
+}
+
+/// `criu check` (of one feature): whether it passed, its output, its exit status.
+fn criu_check(
+    criu: &Criu,
+    feature: Option<&str>,
+) -> Result<(bool, String, std::process::ExitStatus), Error> {
+    let mut inv = invocation::Invocation::check();
+    if let Some(f) = feature {
+        inv = inv.feature(f);
+    }
+    let out = inv
         .command(&criu.path, &invocation::Launch::Direct)
         .output()
         .map_err(|e| {
@@ -175,26 +219,18 @@ pub fn run_check(criu: &Criu) -> Result<(), Error> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    if out.status.success() && text.contains("Looks good") {
-        return Ok(());
-    }
-    let relevant: Vec<&str> = text
-        .lines()
-        .filter(|l| {
-            !l.contains("RLIMIT_NOFILE") && !l.contains("kdat cache") && !l.trim().is_empty()
-        })
-        .collect();
-    Err(Error::new(
-        ErrorKind::Unavailable,
-        format!(
-            "`{} check` failed ({}):\n  {}\nfix: run as root on a kernel with \
-             CONFIG_CHECKPOINT_RESTORE and the features listed, or install a newer criu with \
-             scripts/install-criu",
-            criu.path.display(),
-            out.status,
-            relevant.join("\n  ")
-        ),
-    ))
+    let ok = out.status.success()
+        && match feature {
+            None => text.contains("Looks good"),
+            Some(f) => text.contains(&format!("{f} is supported")),
+        };
+    Ok((ok, text, out.status))
+}
+
+/// Whether every error `criu check` printed is about `ns_last_pid`.
+fn only_ns_last_pid(lines: &[&str]) -> bool {
+    let errors: Vec<&&str> = lines.iter().filter(|l| l.contains("Error")).collect();
+    !errors.is_empty() && errors.iter().all(|l| l.contains("ns_last_pid"))
 }
 
 /// Bit of `CAP_SYS_PTRACE` in the capability sets.
@@ -633,6 +669,24 @@ mod tests {
             ..host
         };
         assert_eq!(nnp.after_exec(Some(cr | ptrace)).permitted, 0);
+    }
+
+    #[test]
+    fn a_read_only_ns_last_pid_alone_is_no_problem() {
+        // What `criu check --unprivileged` printed in a podman container.
+        let container = [
+            "Error (criu/cr-check.c:160): sys/kernel/ns_last_pid sysctl is inaccessible: \
+             Read-only file system",
+        ];
+        assert!(only_ns_last_pid(&container));
+        let more = [
+            container[0],
+            "Error (criu/cr-check.c:1234): Kernel doesn't support PTRACE_O_SUSPEND_SECCOMP",
+        ];
+        assert!(!only_ns_last_pid(&more));
+        assert!(!only_ns_last_pid(&[
+            "Warn (criu/kerndat.c:1200): something"
+        ]));
     }
 
     #[test]
