@@ -410,3 +410,70 @@ pub(crate) fn one_malloc_arena() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 64 * 1024);
     }
 }
+
+/// The pidfd that [`forward_signal`] signals (-1: none).
+static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// The signals `crac restore` passes on to the process it restored and waits for.
+pub(crate) const FORWARDED: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+extern "C" fn forward_signal(sig: libc::c_int) {
+    let fd = FORWARD_TO.load(std::sync::atomic::Ordering::SeqCst);
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: errno is this thread's; saved and put back so the interrupted code sees its own.
+    let errno = unsafe { *libc::__errno_location() };
+    // SAFETY: pidfd_send_signal is a plain system call (async-signal-safe) on integers and a
+    // null siginfo; a stale descriptor only makes it fail.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd,
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        );
+        *libc::__errno_location() = errno;
+    }
+}
+
+/// While alive, SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to this process go to the process of
+/// its pidfd instead (a container's PID 1 gets no signal it has no handler for: `podman stop`
+/// would wait, then kill). Dropping it restores the default actions.
+#[derive(Debug)]
+pub(crate) struct Forwarding {
+    /// Held open while the handler may signal it.
+    _pidfd: OwnedFd,
+}
+
+/// Forwards [`FORWARDED`] to the process of `pidfd` until the result is dropped.
+pub(crate) fn forward_signals(pidfd: OwnedFd) -> io::Result<Forwarding> {
+    FORWARD_TO.store(pidfd.as_raw_fd(), std::sync::atomic::Ordering::SeqCst);
+    for sig in FORWARDED {
+        set_handler(sig, forward_signal as *const () as libc::sighandler_t)?;
+    }
+    Ok(Forwarding { _pidfd: pidfd })
+}
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        FORWARD_TO.store(-1, std::sync::atomic::Ordering::SeqCst);
+        for sig in FORWARDED {
+            let _ = set_handler(sig, libc::SIG_DFL);
+        }
+        // The pidfd closes after this, when no handler can use it any more.
+    }
+}
+
+/// `sigaction(sig)` with `handler`, restarting interrupted system calls (the waiter's
+/// `waitpid` goes on).
+fn set_handler(sig: i32, handler: libc::sighandler_t) -> io::Result<()> {
+    // SAFETY: a zeroed sigaction is valid (empty mask, no flags); only the handler, a
+    // function that makes one async-signal-safe system call, or SIG_DFL, is set.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = handler;
+    sa.sa_flags = libc::SA_RESTART;
+    // SAFETY: `sa` is initialised above; the old action is not asked for.
+    cvt(unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) }).map(drop)
+}

@@ -86,7 +86,17 @@ pub(super) fn cmd_restore(a: &RestoreArgs, term: &mut Term<'_>) -> Result<i32, S
             }
         };
     }
-    let code = match r.wait(&mut note) {
+    // Until it ends, what would stop us stops it (a container's stop, a Ctrl-C): its status,
+    // 128 + the signal, is then ours.
+    let forwarding = r
+        .pid
+        .and_then(|p| crate::sys::pidfd_open(p).ok())
+        .map(crate::sys::forward_signals)
+        .transpose()
+        .map_err(|e| format!("cannot forward signals to the restored process: {e}"))?;
+    let code = r.wait(&mut note);
+    drop(forwarding);
+    let code = match code {
         Ok(code) => code,
         Err(e) => {
             // The background (pages, digests) failed and ended the process: it is killed.
