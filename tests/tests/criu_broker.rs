@@ -281,6 +281,8 @@ fn a_lazy_restore_that_fails_leaves_no_daemon_behind() {
         "{}",
         r.transcript()
     );
+    // The test's own shell and its pipeline end after they print: not what is counted.
+    r.wait(T);
     let left = user_processes(uid);
     assert!(left.is_empty(), "left running: {left:?}");
 }

@@ -125,6 +125,8 @@ fn processes() -> Vec<(i32, i32, char, String)> {
 /// of this test or of the service, `criu` processes.
 struct Leftovers {
     tmp_before: BTreeSet<String>,
+    /// What other tests' failed restores kept in `/run/crac` (criu's log) before this one.
+    run_before: BTreeSet<PathBuf>,
     service: i32,
 }
 
@@ -132,6 +134,7 @@ impl Leftovers {
     fn new(service: i32) -> Self {
         Self {
             tmp_before: names(&std::env::temp_dir()),
+            run_before: files_below(Path::new("/run/crac")).into_iter().collect(),
             service,
         }
     }
@@ -154,6 +157,7 @@ impl Leftovers {
             .filter(|f| {
                 !f.file_name()
                     .is_some_and(|n| n.to_string_lossy().starts_with("criu-kdat."))
+                    && !self.run_before.contains(f)
             })
             .collect();
         assert!(run.is_empty(), "{when}: left in /run/crac: {run:?}");
