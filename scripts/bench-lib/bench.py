@@ -1294,18 +1294,10 @@ def checkpoint_round(bench, cluster, topic, mb, rnd):
 RESTORE_MODES = ["eager", "lazy"]
 
 
-def restore_run(a, img, env, errlog, mb, mode, state_sum, extra=()):
-    """`crac restore --MODE` of `img` until the restored service is done: restore, first ack,
-    all pages in, each from `crac restore` started. Fails unless the restored state's digest
-    (the service takes it after its first ack, reading every page) is the original's."""
-    row = {}
-    with open(errlog, "ab") as err:
-        err.write(f"\n=== {mb} MB restore --{mode}\n".encode())
-        err.flush()
-        start_size = errlog.stat().st_size
-        t0 = time.time_ns()
-        r = subprocess.Popen([a.crac, "restore", str(img), f"--{mode}", "--env", "SVC_FINAL=200", *extra],
-                             stdout=subprocess.PIPE, stderr=err, env=env)
+def follow_restored(r, what, state_sum):
+    """Reads a restore's output (`r`, the restorer's process) until the restored service is
+    done: its coarse and precise first-ack lines and its state check. Fails unless it exited
+    with 0 and its state digest is the original's."""
     try:
         rout = Lines(r.stdout)
         coarse, _ = rout.expect("first_ack_after_restore ", 120)
@@ -1318,9 +1310,25 @@ def restore_run(a, img, env, errlog, mb, mode, state_sum, extra=()):
             r.kill()
             r.wait()
     if code != 0:
-        raise RuntimeError(f"the service restored --{mode} exited with {code}")
+        raise RuntimeError(f"{what}: the restored service exited with {code}")
     if field(checked, "state_sum") != state_sum:
-        raise RuntimeError(f"restore --{mode}: state digest {field(checked, 'state_sum')}, the original's {state_sum}")
+        raise RuntimeError(f"{what}: state digest {field(checked, 'state_sum')}, the original's {state_sum}")
+    return coarse, precise, checked
+
+
+def restore_run(a, img, env, errlog, mb, mode, state_sum, extra=()):
+    """`crac restore --MODE` of `img` until the restored service is done: restore, first ack,
+    all pages in, each from `crac restore` started. Fails unless the restored state's digest
+    (the service takes it after its first ack, reading every page) is the original's."""
+    row = {}
+    with open(errlog, "ab") as err:
+        err.write(f"\n=== {mb} MB restore --{mode}\n".encode())
+        err.flush()
+        start_size = errlog.stat().st_size
+        t0 = time.time_ns()
+        r = subprocess.Popen([a.crac, "restore", str(img), f"--{mode}", "--env", "SVC_FINAL=200", *extra],
+                             stdout=subprocess.PIPE, stderr=err, env=env)
+    coarse, precise, checked = follow_restored(r, f"restore --{mode}", state_sum)
     row["digest_ms"] = float(field(checked, "digest_ms"))
     text = errlog.read_bytes()[start_size:].decode(errors="replace").splitlines()
     for l in text:
@@ -1484,20 +1492,9 @@ def broker_restore_run(crac, name, env, home, mode, state_sum):
     script = f'"$0" restore --broker {name} --{mode} --env SVC_FINAL=200 2>>{errlog} | cat'
     t0 = time.time_ns()
     r = subprocess.Popen(as_user(["/bin/sh", "-c", script, crac]), stdout=subprocess.PIPE, env=env)
-    try:
-        rout = Lines(r.stdout)
-        precise, _ = rout.expect("first_ack_of_gen gen=1 ", 120)
-        checked, _ = rout.expect("state_checked gen=1 ", 300)
-        rout.expect("done ", 120)
-        code = r.wait(300)
-    finally:
-        if r.poll() is None:
-            r.kill()
-            r.wait()
-    if code != 0:
-        raise RuntimeError(f"restore --broker --{mode}: exit {code}; see {errlog}")
-    if field(checked, "state_sum") != state_sum:
-        raise RuntimeError(f"restore --broker --{mode}: state digest {field(checked, 'state_sum')}, the original's {state_sum}")
+    _, precise, checked = follow_restored(r, f"restore --broker --{mode} (see {errlog})", state_sum)
+    if precise is None:
+        raise RuntimeError(f"restore --broker --{mode}: no first_ack_of_gen line; see {errlog}")
     row = {"restore_first_ack_ms": (int(field(precise, "unix_ns")) - t0) / 1e6}
     m = re.search(r"restored pid=\d+ ms=([\d.]+)", errlog.read_text(errors="replace"))
     if m:
