@@ -587,6 +587,20 @@ class Java(Peer):
         return None
 
 
+def run_rounds(bench, label, rows, keys, one_round):
+    """`bench.rounds` rounds of `one_round(rnd)`, each row (or its error: the run goes on and the
+    report says what failed) appended to `rows` with `keys` and the round."""
+    for rnd in range(bench.rounds):
+        log(f"{label}, round {rnd + 1}")
+        try:
+            row = one_round(rnd)
+        except Exception as e:  # keep going: the report says what failed
+            row = {"error": str(e)}
+            log(f"  FAILED: {e}")
+        row.update(keys, round=rnd)
+        rows.append(row)
+
+
 # --- the sections ------------------------------------------------------------------------------
 
 
@@ -1086,15 +1100,8 @@ class Bench:
         c.create_topic(topic)
         sizes = [int(s) for s in self.args.state_mb.split(",")] if self.args.state_mb else ([10] if self.quick else [10, 200, 1024])
         for mb in sizes:
-            for rnd in range(self.rounds):
-                log(f"checkpoint/restore: {mb} MB of state, round {rnd + 1}")
-                try:
-                    row = checkpoint_round(self, c, topic, mb, rnd)
-                except Exception as e:  # keep going: the report says what failed
-                    row = {"error": str(e)}
-                    log(f"  FAILED: {e}")
-                row.update({"state_mb": mb, "round": rnd})
-                self.checkpoints.append(row)
+            run_rounds(self, f"checkpoint/restore: {mb} MB of state", self.checkpoints, {"state_mb": mb},
+                       lambda rnd: checkpoint_round(self, c, topic, mb, rnd))
         c.delete_topic(topic)
 
 
@@ -1380,15 +1387,8 @@ def section_broker(bench):
     try:
         env = broker_setup(bench)
         for mb in sizes:
-            for rnd in range(bench.rounds):
-                log(f"broker: {mb} MB of state, round {rnd + 1}")
-                try:
-                    row = broker_round(bench, env, c, topic, mb, rnd)
-                except Exception as e:  # keep going: the report says what failed
-                    row = {"error": str(e)}
-                    log(f"  FAILED: {e}")
-                row.update({"state_mb": mb, "round": rnd})
-                bench.brokers.append(row)
+            run_rounds(bench, f"broker: {mb} MB of state", bench.brokers, {"state_mb": mb},
+                       lambda rnd: broker_round(bench, env, c, topic, mb, rnd))
     finally:
         d = getattr(bench, "broker_daemon", None)
         if d and d.poll() is None:
@@ -1535,15 +1535,8 @@ def section_images(bench):
         reg = dict(l.split("=", 1) for l in (reg_dir / "env").read_text().split())
         key, trust = signing_key(bench.work)
         for warm, mb in IMAGE_STATES["quick" if bench.quick else "full"]:
-            for rnd in range(bench.rounds):
-                log(f"images: {image_state_label(warm)}, round {rnd + 1}")
-                try:
-                    row = image_round(bench, c, topic, warm, mb, rnd, reg["CRAC_REGISTRY_PLAIN"], key, trust)
-                except Exception as e:  # keep going: the report says what failed
-                    row = {"error": str(e)}
-                    log(f"  FAILED: {e}")
-                row.update({"warm": warm, "round": rnd})
-                bench.images.append(row)
+            run_rounds(bench, f"images: {image_state_label(warm)}", bench.images, {"warm": warm},
+                       lambda rnd: image_round(bench, c, topic, warm, mb, rnd, reg["CRAC_REGISTRY_PLAIN"], key, trust))
     finally:
         subprocess.run([str(ROOT / "scripts" / "registry"), "stop", str(reg_dir)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
